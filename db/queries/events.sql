@@ -1,0 +1,2 @@
+-- name: EventListAfter :many
+SELECT * FROM task_events WHERE task_id = @task_id AND seq > @after ORDER BY seq LIMIT @max_rows;

@@ -1,0 +1,14 @@
+-- name: InterruptInsert :exec
+INSERT INTO interrupts (id, task_id, node, kind, iteration, payload, status, created_at)
+VALUES (@id, @task_id, @node, @kind, @iteration, @payload, 'pending', @created_at);
+
+-- name: InterruptGet :one
+SELECT * FROM interrupts WHERE id = @id;
+
+-- name: InterruptResolve :one
+UPDATE interrupts SET status = 'resolved', resolved_at = now()
+WHERE id = @id AND task_id = @task_id AND status = 'pending'
+RETURNING resolved_at;
+
+-- name: InterruptListByTask :many
+SELECT * FROM interrupts WHERE task_id = @task_id ORDER BY created_at, id;

@@ -1,0 +1,683 @@
+package graph
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	mrand "math/rand/v2"
+	"runtime/debug"
+	"strings"
+	"time"
+)
+
+// Workflow is a compiled graph of any state type, as the engine and the
+// runner see it. Only *Graph[S] implements it.
+type Workflow interface {
+	Name() string
+	Describe() Description
+	initial(input json.RawMessage, opts Options) (json.RawMessage, error)
+	run(ctx context.Context, e *Engine, snap *Snapshot, fence int64) (Outcome, error)
+}
+
+var _ Workflow = (*Graph[struct{}])(nil)
+
+// Outcome is where a Run left the task.
+type Outcome struct {
+	Status TaskStatus
+	// Interrupt is the interrupt the task waits on (Status waiting).
+	Interrupt *Interrupt
+	// Error is the failure recorded on the task (Status failed).
+	Error string
+}
+
+// Engine runs tasks of registered workflows against a Checkpointer. It holds
+// no per-task state: any Engine on the same store can continue any task.
+type Engine struct {
+	cp        Checkpointer
+	workflows map[string]Workflow
+	names     []string
+	sink      EventSink
+	log       *slog.Logger
+	now       func() time.Time
+}
+
+// EngineOption configures an Engine.
+type EngineOption func(*Engine)
+
+// WithSink publishes committed events to s.
+func WithSink(s EventSink) EngineOption { return func(e *Engine) { e.sink = s } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) EngineOption { return func(e *Engine) { e.log = l } }
+
+// WithClock sets the clock (tests).
+func WithClock(now func() time.Time) EngineOption { return func(e *Engine) { e.now = now } }
+
+// NewEngine returns an engine over cp with the given workflows.
+func NewEngine(cp Checkpointer, workflows []Workflow, opts ...EngineOption) (*Engine, error) {
+	e := &Engine{cp: cp, workflows: map[string]Workflow{}, log: slog.New(slog.DiscardHandler), now: time.Now}
+	for _, o := range opts {
+		o(e)
+	}
+	for _, w := range workflows {
+		if _, dup := e.workflows[w.Name()]; dup {
+			return nil, fmt.Errorf("workflow %q registered twice", w.Name())
+		}
+		e.workflows[w.Name()] = w
+		e.names = append(e.names, w.Name())
+	}
+	return e, nil
+}
+
+// Workflow returns a registered workflow. Errors: *UnknownWorkflowError.
+func (e *Engine) Workflow(name string) (Workflow, error) {
+	w, ok := e.workflows[name]
+	if !ok {
+		return nil, &UnknownWorkflowError{Name: name}
+	}
+	return w, nil
+}
+
+// Workflows lists the registered workflows in registration order.
+func (e *Engine) Workflows() []Workflow {
+	out := make([]Workflow, 0, len(e.names))
+	for _, n := range e.names {
+		out = append(out, e.workflows[n])
+	}
+	return out
+}
+
+// NewTask is a request to start a task.
+type NewTask struct {
+	ID        string // optional; a fresh uuid when empty
+	Workflow  string
+	Title     string
+	Input     json.RawMessage
+	Options   json.RawMessage
+	CreatedBy string
+}
+
+// Create validates the input and stores a queued task with its first
+// checkpoint. Errors: *UnknownWorkflowError, *ValidationError.
+func (e *Engine) Create(ctx context.Context, nt NewTask) (*Task, error) {
+	w, err := e.Workflow(nt.Workflow)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := ParseOptions(nt.Options)
+	if err != nil {
+		return nil, err
+	}
+	if len(nt.Input) == 0 {
+		nt.Input = json.RawMessage(`{}`)
+	}
+	state, err := w.initial(nt.Input, opts)
+	if err != nil {
+		return nil, err
+	}
+	if nt.ID == "" {
+		nt.ID = NewID()
+	}
+	now := e.now()
+	entry := w.Describe().Entry
+	t := &Task{ID: nt.ID, Workflow: nt.Workflow, Title: nt.Title, Input: nt.Input, Options: opts.Raw,
+		Status: StatusQueued, CurrentNode: entry, CreatedBy: nt.CreatedBy, CreatedAt: now, UpdatedAt: now}
+	c := &Commit{TaskID: t.ID, Create: t, Status: StatusQueued, CurrentNode: entry, Reason: "start",
+		Checkpoint: &Checkpoint{TaskID: t.ID, NextNode: entry, State: state, Iterations: map[string]int{}, UpdatedAt: now},
+		Events: []Event{newEvent(t.ID, EventTaskCreated, "", 0, now, nil,
+			map[string]any{"workflow": t.Workflow, "title": t.Title, "created_by": t.CreatedBy})},
+	}
+	if err := e.commit(ctx, c); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Run executes the task from its checkpoint until it waits for a human,
+// ends, or ctx is cancelled (then the node run in flight is lost and runs
+// again on the next Run). fence is the caller's lease fence.
+func (e *Engine) Run(ctx context.Context, taskID string, fence int64) (Outcome, error) {
+	snap, err := e.cp.Load(ctx, taskID)
+	if err != nil {
+		return Outcome{}, err
+	}
+	w, err := e.Workflow(snap.Task.Workflow)
+	if err != nil {
+		return Outcome{}, err
+	}
+	return w.run(ctx, e, snap, fence)
+}
+
+// DecisionInput is a human's decision as submitted.
+type DecisionInput struct {
+	InterruptID string
+	Action      string
+	Feedback    string
+	Value       json.RawMessage
+	DecidedBy   string
+}
+
+// Decide records a decision on a pending interrupt of the task; the task
+// becomes runnable. It does not run the task. Errors: *ValidationError,
+// ErrInterruptNotFound (also *WrongTaskError), *ConflictError.
+func (e *Engine) Decide(ctx context.Context, taskID string, in DecisionInput) (*Decision, error) {
+	if in.InterruptID == "" {
+		return nil, &ValidationError{Field: "interrupt_id", Message: "is required"}
+	}
+	if !ValidID(in.InterruptID) {
+		return nil, &ValidationError{Field: "interrupt_id", Message: "is not a uuid"}
+	}
+	switch in.Action {
+	case ActionApprove, ActionReject, ActionEdit, ActionRespond:
+	case "":
+		return nil, &ValidationError{Field: "action", Message: "is required"}
+	default:
+		return nil, &ValidationError{Field: "action", Message: fmt.Sprintf("unknown action %q (approve, reject, edit, respond)", in.Action)}
+	}
+	itr, err := e.cp.Interrupt(ctx, in.InterruptID)
+	if err != nil {
+		return nil, err
+	}
+	if itr.TaskID != taskID {
+		return nil, &WrongTaskError{InterruptID: in.InterruptID, TaskID: taskID}
+	}
+	if itr.Status != InterruptPending {
+		return nil, &ConflictError{InterruptID: itr.ID, Status: itr.Status}
+	}
+	if !contains(itr.Payload.Actions, in.Action) {
+		return nil, &ValidationError{Field: "action", Message: fmt.Sprintf("%q is not offered by this interrupt (offered: %s)",
+			in.Action, strings.Join(itr.Payload.Actions, ", "))}
+	}
+	in.Feedback = strings.TrimSpace(in.Feedback)
+	text := valueText(in.Value)
+	switch {
+	case in.Action == ActionReject && in.Feedback == "":
+		return nil, &ValidationError{Field: "feedback", Message: "is required to reject"}
+	case in.Action == ActionEdit && text == "":
+		return nil, &ValidationError{Field: "value", Message: "must hold the edited artifact"}
+	case in.Action == ActionRespond && text == "" && in.Feedback == "":
+		return nil, &ValidationError{Field: "value", Message: "must hold the answer"}
+	}
+	if len(in.Value) > 0 && !json.Valid(in.Value) {
+		return nil, &ValidationError{Field: "value", Message: "is not valid JSON"}
+	}
+	d := &Decision{InterruptID: itr.ID, TaskID: taskID, Action: in.Action, Feedback: in.Feedback,
+		Value: in.Value, DecidedBy: in.DecidedBy}
+	ev := newEvent(taskID, EventDecisionRecorded, itr.Node, itr.Iteration, e.now(), nil, map[string]any{
+		"interrupt_id": itr.ID, "kind": itr.Kind, "action": in.Action, "feedback": in.Feedback, "decided_by": in.DecidedBy})
+	if err := e.cp.Decide(ctx, d, &ev); err != nil {
+		return nil, err
+	}
+	e.publish([]Event{ev})
+	return d, nil
+}
+
+// valueText reads a decision value: a JSON string is its text, anything
+// else its JSON.
+func valueText(v json.RawMessage) string {
+	if len(v) == 0 || string(v) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		return s
+	}
+	return string(v)
+}
+
+func (e *Engine) commit(ctx context.Context, c *Commit) error {
+	// A commit is the point of no return of a node run: finish it even when
+	// ctx is cancelled right now, so the work done is not thrown away. The
+	// fence protects against a writer that lost its lease meanwhile.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := e.cp.Commit(wctx, c); err != nil {
+		return fmt.Errorf("commit task %s: %w", c.TaskID, err)
+	}
+	e.publish(c.Events)
+	return nil
+}
+
+func (e *Engine) publish(evs []Event) {
+	if e.sink != nil && len(evs) > 0 {
+		e.sink.Publish(evs)
+	}
+}
+
+// execution is one Run of one task.
+type execution[S any] struct {
+	g     *Graph[S]
+	e     *Engine
+	task  Task
+	cp    Checkpoint
+	fence int64
+	opts  Options
+}
+
+func (g *Graph[S]) initial(input json.RawMessage, opts Options) (json.RawMessage, error) {
+	s, err := g.init(input, opts)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("workflow %s: marshal initial state: %w", g.name, err)
+	}
+	return b, nil
+}
+
+func (g *Graph[S]) run(ctx context.Context, e *Engine, snap *Snapshot, fence int64) (Outcome, error) {
+	if snap.Task.Status.Terminal() {
+		return Outcome{Status: snap.Task.Status, Error: snap.Task.Error}, nil
+	}
+	x := &execution[S]{g: g, e: e, task: snap.Task, cp: snap.Checkpoint, fence: fence}
+	x.cp.Iterations = maps.Clone(x.cp.Iterations)
+	if x.cp.Iterations == nil {
+		x.cp.Iterations = map[string]int{}
+	}
+	var err error
+	if x.opts, err = ParseOptions(snap.Task.Options); err != nil {
+		return Outcome{}, &StateError{TaskID: x.task.ID, Err: err}
+	}
+	var s S
+	if err := json.Unmarshal(x.cp.State, &s); err != nil {
+		return Outcome{}, &StateError{TaskID: x.task.ID, Err: err}
+	}
+	if x.cp.NextNode != END && g.nodes[x.cp.NextNode] == nil {
+		return Outcome{}, &StateError{TaskID: x.task.ID, Err: fmt.Errorf("checkpoint names unknown node %q", x.cp.NextNode)}
+	}
+
+	// Resume: apply the decision on the pending interrupt, if any, and
+	// announce the node that runs next, in one commit.
+	c := &Commit{Status: StatusRunning}
+	if x.cp.PendingInterrupt != "" {
+		itr, d := snap.Interrupt, snap.Decision
+		if itr == nil || itr.ID != x.cp.PendingInterrupt {
+			return Outcome{}, &StateError{TaskID: x.task.ID, Err: fmt.Errorf("pending interrupt %s is missing", x.cp.PendingInterrupt)}
+		}
+		if d == nil {
+			return Outcome{Status: StatusWaiting, Interrupt: itr}, nil
+		}
+		if s, err = x.apply(s, itr, d, c); err != nil {
+			return x.fail(ctx, c, itr.Node, itr.Iteration, err)
+		}
+	}
+	return x.loop(ctx, s, c)
+}
+
+// apply turns a decision into state and position; the commit c receives
+// what it produced. It never runs a node.
+func (x *execution[S]) apply(s S, itr *Interrupt, d *Decision, c *Commit) (S, error) {
+	n := x.g.nodes[itr.Node]
+	x.cp.PendingInterrupt = ""
+	c.Reason = "decision"
+	if itr.Payload.Type == InterruptQuestion {
+		x.cp.Answers = append(x.cp.Answers, Answer{Action: d.Action, Text: answerText(d)})
+		x.cp.NextNode = itr.Node
+		return s, x.setState(s)
+	}
+	var err error
+	switch d.Action {
+	case ActionReject:
+		s, err = n.gate.OnReject(s, d.Feedback, itr.Iteration)
+		x.cp.NextNode = itr.Node
+	case ActionEdit:
+		content := valueText(d.Value)
+		if n.gate.OnEdit == nil {
+			return s, fmt.Errorf("gate %s does not accept edits", itr.Kind)
+		}
+		if s, err = n.gate.OnEdit(s, content); err == nil {
+			art := Artifact{Name: n.gate.Artifact, Node: itr.Node, Iteration: itr.Iteration, Content: content,
+				ContentType: "text/plain", CreatedAt: x.e.now()}
+			if itr.Payload.Artifact != nil {
+				art.ContentType = itr.Payload.Artifact.ContentType
+			}
+			c.Artifacts = append(c.Artifacts, art)
+			c.Events = append(c.Events, newEvent(x.task.ID, EventArtifactCreated, itr.Node, itr.Iteration, x.e.now(), nil,
+				map[string]any{"name": art.Name, "content_type": art.ContentType, "edited_by": d.DecidedBy}))
+			s, err = x.approved(n, s)
+		}
+	default:
+		s, err = x.approved(n, s)
+	}
+	if err != nil {
+		return s, err
+	}
+	return s, x.setState(s)
+}
+
+func answerText(d *Decision) string {
+	if t := valueText(d.Value); t != "" {
+		return t
+	}
+	return d.Feedback
+}
+
+// approved moves past an approved gate.
+func (x *execution[S]) approved(n *node[S], s S) (S, error) {
+	var err error
+	if n.gate.OnApprove != nil {
+		if s, err = n.gate.OnApprove(s); err != nil {
+			return s, err
+		}
+	}
+	next, err := x.g.next(n.name, s)
+	if err != nil {
+		return s, err
+	}
+	x.cp.NextNode = next
+	return s, nil
+}
+
+func (x *execution[S]) setState(s S) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return Permanent(fmt.Errorf("marshal state: %w", err))
+	}
+	x.cp.State = b
+	return nil
+}
+
+// loop runs nodes until the task waits, ends or ctx is done. c holds what
+// the previous step leaves to commit with the start of the next node.
+func (x *execution[S]) loop(ctx context.Context, s S, c *Commit) (Outcome, error) {
+	for {
+		name := x.cp.NextNode
+		if name == END {
+			c.Events = append(c.Events, x.event(EventTaskCompleted, "", 0, nil, nil))
+			res, err := json.Marshal(x.g.result(s))
+			if err != nil {
+				return x.fail(ctx, c, "", 0, fmt.Errorf("marshal result: %w", err))
+			}
+			c.Status, c.Result = StatusSucceeded, res
+			return Outcome{Status: StatusSucceeded}, x.save(ctx, c)
+		}
+		n := x.g.nodes[name]
+		iteration := x.cp.Iterations[name] + 1
+		c.Status = StatusRunning
+		c.Events = append(c.Events, x.event(EventNodeStarted, name, iteration, nil, nil))
+		if err := x.save(ctx, c); err != nil {
+			return Outcome{}, err
+		}
+
+		start := x.e.now()
+		out, run, err := x.runNode(ctx, n, s, iteration)
+		dur := x.e.now().Sub(start)
+		c = &Commit{}
+		switch {
+		case ctx.Err() != nil:
+			// Cancelled or shutting down: the run in flight is lost by design
+			// and runs again from the last checkpoint.
+			return Outcome{Status: StatusRunning}, ctx.Err()
+		case run != nil && run.question != nil:
+			return x.ask(ctx, c, n, run, iteration)
+		case err != nil:
+			c.Events = append(c.Events, run.events...)
+			return x.fail(ctx, c, name, iteration, err)
+		}
+
+		// The node run completed.
+		c.Events = append(c.Events, run.events...)
+		for _, a := range run.artifacts {
+			c.Artifacts = append(c.Artifacts, a)
+			c.Events = append(c.Events, x.event(EventArtifactCreated, name, iteration, nil,
+				map[string]any{"name": a.Name, "content_type": a.ContentType}))
+		}
+		c.Events = append(c.Events, x.event(EventNodeCompleted, name, iteration, &dur, nil))
+		x.cp.Iterations[name] = iteration
+		x.cp.Answers = nil
+		x.cp.LastNode = name
+		c.Reason = "node"
+		s = out
+		if err := x.setState(s); err != nil {
+			return x.fail(ctx, c, name, iteration, err)
+		}
+		if n.gate != nil {
+			if !x.opts.AutoApproves(n.gate.Option) {
+				return x.raiseGate(ctx, c, n, run, iteration)
+			}
+			if s, err = x.approved(n, s); err == nil {
+				err = x.setState(s)
+			}
+		} else {
+			x.cp.NextNode, err = x.g.next(name, s)
+		}
+		if err != nil {
+			x.cp.NextNode = name
+			return x.fail(ctx, c, name, iteration, err)
+		}
+	}
+}
+
+func (x *execution[S]) raiseGate(ctx context.Context, c *Commit, n *node[S], run *NodeRun, iteration int) (Outcome, error) {
+	g := n.gate
+	title := g.Title
+	if title == "" {
+		title = fmt.Sprintf("Approve %s", n.name)
+	}
+	actions := []string{ActionApprove, ActionReject}
+	if g.OnEdit != nil {
+		actions = append(actions, ActionEdit)
+	}
+	p := InterruptPayload{Type: InterruptGate, Title: title, Actions: actions}
+	for i := len(run.artifacts) - 1; i >= 0; i-- {
+		if a := run.artifacts[i]; a.Name == g.Artifact {
+			p.Artifact = &ArtifactRef{Name: a.Name, ContentType: a.ContentType, Content: a.Content}
+			break
+		}
+	}
+	x.cp.NextNode = n.name
+	return x.raise(ctx, c, n.name, g.Kind, iteration, p)
+}
+
+func (x *execution[S]) ask(ctx context.Context, c *Commit, n *node[S], run *NodeRun, iteration int) (Outcome, error) {
+	q := run.question
+	// The node run did not complete: its state changes are dropped, its
+	// events kept, and it runs again from its start once answered.
+	c.Events = append(c.Events, run.events...)
+	c.Reason = "interrupt"
+	x.cp.NextNode = n.name
+	title := q.Title
+	if title == "" {
+		title = "Question from " + n.name
+	}
+	return x.raise(ctx, c, n.name, q.Kind, iteration, InterruptPayload{Type: InterruptQuestion, Title: title,
+		Question: q.Text, Artifact: q.Artifact, Actions: q.Actions})
+}
+
+func (x *execution[S]) raise(ctx context.Context, c *Commit, node, kind string, iteration int, p InterruptPayload) (Outcome, error) {
+	itr := &Interrupt{ID: NewID(), TaskID: x.task.ID, Node: node, Kind: kind, Iteration: iteration,
+		Payload: p, Status: InterruptPending, CreatedAt: x.e.now()}
+	x.cp.PendingInterrupt = itr.ID
+	if c.Reason == "" {
+		c.Reason = "interrupt"
+	}
+	c.Raise = itr
+	c.Status = StatusWaiting
+	c.Events = append(c.Events,
+		x.event(EventInterruptRaised, node, iteration, nil, map[string]any{"interrupt_id": itr.ID, "kind": kind, "title": p.Title}),
+		x.event(EventTaskWaiting, node, iteration, nil, map[string]any{"interrupt_id": itr.ID}))
+	if err := x.save(ctx, c); err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{Status: StatusWaiting, Interrupt: itr}, nil
+}
+
+// fail records a task failure. The checkpoint keeps the last good state
+// and names the failed node next, so retry resumes there.
+func (x *execution[S]) fail(ctx context.Context, c *Commit, node string, iteration int, err error) (Outcome, error) {
+	msg := err.Error()
+	if node != "" {
+		c.Events = append(c.Events, x.event(EventNodeFailed, node, iteration, nil, map[string]any{"error": msg}))
+	}
+	c.Events = append(c.Events, x.event(EventTaskFailed, node, iteration, nil, map[string]any{"error": msg}))
+	c.Status, c.Error = StatusFailed, msg
+	if err := x.save(ctx, c); err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{Status: StatusFailed, Error: msg}, nil
+}
+
+// save commits c with the current checkpoint when its reason says the
+// checkpoint changed.
+func (x *execution[S]) save(ctx context.Context, c *Commit) error {
+	c.TaskID, c.Fence = x.task.ID, x.fence
+	c.CurrentNode = x.cp.NextNode
+	if c.CurrentNode == END {
+		c.CurrentNode = x.cp.LastNode
+	}
+	if c.Reason != "" {
+		x.cp.Step++
+		x.cp.UpdatedAt = x.e.now()
+		cp := x.cp
+		cp.Iterations = maps.Clone(x.cp.Iterations)
+		c.Checkpoint = &cp
+	}
+	err := x.e.commit(ctx, c)
+	if err != nil && c.Reason != "" {
+		x.cp.Step--
+	}
+	return err
+}
+
+func (x *execution[S]) event(typ, node string, iteration int, dur *time.Duration, data any) Event {
+	return newEvent(x.task.ID, typ, node, iteration, x.e.now(), dur, data)
+}
+
+// runNode runs one node with its retry policy and timeout. A nil *NodeRun
+// is never returned.
+func (x *execution[S]) runNode(ctx context.Context, n *node[S], s S, iteration int) (S, *NodeRun, error) {
+	attempts := max(n.cfg.retry.Attempts, 1)
+	for attempt := 1; ; attempt++ {
+		in := s
+		if attempt > 1 {
+			// A failed try may have changed shared parts of the state: start
+			// again from the last checkpoint's copy.
+			var fresh S
+			if err := json.Unmarshal(x.cp.State, &fresh); err != nil {
+				return s, &NodeRun{}, Permanent(err)
+			}
+			in = fresh
+		}
+		run := &NodeRun{TaskID: x.task.ID, Workflow: x.task.Workflow, Node: n.name, Iteration: iteration,
+			Phase: Phase(n.name, iteration), Attempt: attempt, Input: x.task.Input, Options: x.opts,
+			now: x.e.now, answers: x.cp.Answers}
+		out, err := x.call(ctx, n, run, in)
+		if err == nil || run.question != nil || ctx.Err() != nil {
+			return out, run, err
+		}
+		if attempt >= attempts || !retryable(n.cfg.retry, err) {
+			return out, run, err
+		}
+		wait := backoff(n.cfg.retry, attempt)
+		retry := &Commit{Status: StatusRunning, Events: append(run.events, x.event(EventNodeRetrying, n.name, iteration, nil,
+			map[string]any{"error": err.Error(), "attempt": attempt, "next_attempt": attempt + 1, "backoff_ms": wait.Milliseconds()}))}
+		if err := x.save(ctx, retry); err != nil {
+			return s, run, err
+		}
+		x.e.log.Warn("node failed, retrying", "task", x.task.ID, "node", n.name, "attempt", attempt, "error", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return s, run, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (x *execution[S]) call(ctx context.Context, n *node[S], run *NodeRun, s S) (out S, err error) {
+	if n.cfg.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, n.cfg.timeout)
+		defer cancel()
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = Permanent(fmt.Errorf("node %s panicked: %v\n%s", n.name, r, debug.Stack()))
+		}
+	}()
+	out, err = n.fn(ctx, run, s)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && n.cfg.timeout > 0 {
+		err = fmt.Errorf("node %s timed out after %s: %w", n.name, n.cfg.timeout, err)
+	}
+	return out, err
+}
+
+func retryable(p RetryPolicy, err error) bool {
+	if IsPermanent(err) || errors.Is(err, ErrInterrupted) {
+		return false
+	}
+	if p.Transient != nil {
+		return p.Transient(err)
+	}
+	return true
+}
+
+func backoff(p RetryPolicy, attempt int) time.Duration {
+	d := p.Backoff
+	for i := 1; i < attempt && (p.MaxBackoff == 0 || d < p.MaxBackoff); i++ {
+		d *= 2
+	}
+	if p.MaxBackoff > 0 && d > p.MaxBackoff {
+		d = p.MaxBackoff
+	}
+	if p.Jitter > 0 && d > 0 {
+		d -= time.Duration(mrand.Float64() * p.Jitter * float64(d))
+	}
+	return d
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// NewID returns a random (version 4) uuid in its text form.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var out [36]byte
+	hex.Encode(out[0:8], b[0:4])
+	out[8] = '-'
+	hex.Encode(out[9:13], b[4:6])
+	out[13] = '-'
+	hex.Encode(out[14:18], b[6:8])
+	out[18] = '-'
+	hex.Encode(out[19:23], b[8:10])
+	out[23] = '-'
+	hex.Encode(out[24:], b[10:])
+	return string(out[:])
+}
+
+// ValidID reports whether s is a uuid in its text form.
+func ValidID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -1,0 +1,106 @@
+package graph
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors callers branch on.
+var (
+	ErrTaskNotFound      = errors.New("task not found")
+	ErrInterruptNotFound = errors.New("interrupt not found")
+	ErrLeaseLost         = errors.New("lease lost")
+	ErrUnknownWorkflow   = errors.New("unknown workflow")
+	ErrConflict          = errors.New("conflict")
+	ErrInvalid           = errors.New("invalid input")
+)
+
+// ConflictError refuses a decision on an interrupt that is not pending.
+type ConflictError struct {
+	InterruptID string
+	Status      string
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("interrupt %s is %s, not pending", e.InterruptID, e.Status)
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// ValidationError names the field of bad input.
+type ValidationError struct {
+	Field   string
+	Message string
+}
+
+func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+// UnknownWorkflowError names a workflow no graph is registered for.
+type UnknownWorkflowError struct{ Name string }
+
+func (e *UnknownWorkflowError) Error() string { return fmt.Sprintf("unknown workflow %q", e.Name) }
+
+// Is makes errors.Is(err, ErrUnknownWorkflow) true.
+func (e *UnknownWorkflowError) Is(target error) bool { return target == ErrUnknownWorkflow }
+
+// WrongTaskError is a decision naming an interrupt of another task.
+type WrongTaskError struct {
+	InterruptID string
+	TaskID      string
+}
+
+func (e *WrongTaskError) Error() string {
+	return fmt.Sprintf("interrupt %s does not belong to task %s", e.InterruptID, e.TaskID)
+}
+
+// Is makes errors.Is(err, ErrInterruptNotFound) true: for the caller, an
+// interrupt of another task does not exist.
+func (e *WrongTaskError) Is(target error) bool { return target == ErrInterruptNotFound }
+
+// StateError is stored data that cannot be read back (malformed state JSON).
+type StateError struct {
+	TaskID string
+	Err    error
+}
+
+func (e *StateError) Error() string {
+	return fmt.Sprintf("task %s: stored state is unreadable: %v", e.TaskID, e.Err)
+}
+
+func (e *StateError) Unwrap() error { return e.Err }
+
+// RouteError is a router returning a node it did not declare.
+type RouteError struct {
+	From     string
+	Returned string
+	Declared []string
+}
+
+func (e *RouteError) Error() string {
+	return fmt.Sprintf("router of node %q returned undeclared node %q (declared: %v)", e.From, e.Returned, e.Declared)
+}
+
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as not worth retrying whatever the node's policy.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+// IsPermanent reports whether err was marked with Permanent.
+func IsPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p)
+}
+
+var errInvalidJSON = errors.New("state is not valid JSON")

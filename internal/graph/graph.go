@@ -1,0 +1,448 @@
+package graph
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// NodeFunc is a node's work: it gets the state and returns the next state.
+// It may ask questions, record artifacts and events through run.
+type NodeFunc[S any] func(ctx context.Context, run *NodeRun, s S) (S, error)
+
+// RouterFunc picks the next node from the state.
+type RouterFunc[S any] func(s S) string
+
+// Gate declares a node whose output a human approves before the graph
+// moves on (SPEC §3.3).
+type Gate[S any] struct {
+	// Kind is the interrupt kind shown in the inbox (prd, plan, merge, …).
+	Kind string
+	// Option is the task option that auto-approves the gate (allowPrd, …).
+	Option string
+	// Title is shown to the reviewer.
+	Title string
+	// Artifact names the artifact of the node run the reviewer decides on.
+	Artifact string
+	// OnApprove, if set, updates the state when the gate is approved
+	// (also when auto-approved).
+	OnApprove func(s S) (S, error)
+	// OnReject records the feedback in the state before the node runs
+	// again as the next iteration. Required.
+	OnReject func(s S, feedback string, iteration int) (S, error)
+	// OnEdit puts the edited artifact in place of the node's output. When
+	// nil, edit is not offered.
+	OnEdit func(s S, content string) (S, error)
+}
+
+// RetryPolicy says how often a failing node run is tried again.
+type RetryPolicy struct {
+	// Attempts is the total number of tries (1 or less: no retry).
+	Attempts int
+	// Backoff is the wait before the second try; it doubles each time up to
+	// MaxBackoff, with up to Jitter (0–1) of it randomised away.
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+	Jitter     float64
+	// Transient reports whether an error is worth retrying. When nil, every
+	// error not marked Permanent is.
+	Transient func(error) bool
+}
+
+// NodeOption configures a node.
+type NodeOption func(*nodeConfig)
+
+type nodeConfig struct {
+	retry       RetryPolicy
+	timeout     time.Duration
+	description string
+}
+
+// WithRetry sets the node's retry policy.
+func WithRetry(p RetryPolicy) NodeOption { return func(c *nodeConfig) { c.retry = p } }
+
+// WithTimeout bounds each try of the node.
+func WithTimeout(d time.Duration) NodeOption { return func(c *nodeConfig) { c.timeout = d } }
+
+// WithDescription documents the node for the UI.
+func WithDescription(s string) NodeOption { return func(c *nodeConfig) { c.description = s } }
+
+type node[S any] struct {
+	name string
+	fn   NodeFunc[S]
+	cfg  nodeConfig
+	gate *Gate[S]
+	next string // plain edge target
+	rt   *route[S]
+}
+
+type route[S any] struct {
+	fn       RouterFunc[S]
+	targets  []string
+	labels   map[string]string
+	declared string
+}
+
+// Builder assembles a graph; Compile checks it.
+type Builder[S any] struct {
+	g    *Graph[S]
+	errs []error
+}
+
+// New starts a graph named name with state type S.
+func New[S any](name string) *Builder[S] {
+	return &Builder[S]{g: &Graph[S]{name: name, nodes: map[string]*node[S]{}}}
+}
+
+func (b *Builder[S]) fail(format string, args ...any) *Builder[S] {
+	b.errs = append(b.errs, fmt.Errorf(format, args...))
+	return b
+}
+
+// Describe sets the title and description shown in the UI.
+func (b *Builder[S]) Describe(title, description string) *Builder[S] {
+	b.g.title, b.g.description = title, description
+	return b
+}
+
+// Node adds a node.
+func (b *Builder[S]) Node(name string, fn NodeFunc[S], opts ...NodeOption) *Builder[S] {
+	switch {
+	case name == "" || name == END || strings.ContainsAny(name, ": \t\n"):
+		return b.fail("invalid node name %q", name)
+	case fn == nil:
+		return b.fail("node %q has no function", name)
+	case b.g.nodes[name] != nil:
+		return b.fail("node %q declared twice", name)
+	}
+	n := &node[S]{name: name, fn: fn}
+	for _, o := range opts {
+		o(&n.cfg)
+	}
+	b.g.nodes[name] = n
+	b.g.order = append(b.g.order, name)
+	if b.g.entry == "" {
+		b.g.entry = name
+	}
+	return b
+}
+
+// Gate makes an existing node gated.
+func (b *Builder[S]) Gate(nodeName string, gate Gate[S]) *Builder[S] {
+	n := b.g.nodes[nodeName]
+	switch {
+	case n == nil:
+		return b.fail("gate on unknown node %q", nodeName)
+	case gate.Kind == "":
+		return b.fail("gate on node %q has no kind", nodeName)
+	case gate.OnReject == nil:
+		return b.fail("gate on node %q has no OnReject", nodeName)
+	}
+	n.gate = &gate
+	return b
+}
+
+// Entry sets the first node (default: the first node added).
+func (b *Builder[S]) Entry(name string) *Builder[S] {
+	b.g.entry = name
+	return b
+}
+
+// Edge adds a plain edge from → to (to may be END).
+func (b *Builder[S]) Edge(from, to string) *Builder[S] {
+	n := b.g.nodes[from]
+	switch {
+	case n == nil:
+		return b.fail("edge from unknown node %q", from)
+	case n.next != "" || n.rt != nil:
+		return b.fail("node %q already has an outgoing edge", from)
+	}
+	n.next = to
+	return b
+}
+
+// Route adds a conditional edge: after from, fn picks one of targets. A
+// label per target may be given as "target=label" to show on the edge.
+func (b *Builder[S]) Route(from string, fn RouterFunc[S], targets ...string) *Builder[S] {
+	n := b.g.nodes[from]
+	switch {
+	case n == nil:
+		return b.fail("route from unknown node %q", from)
+	case n.next != "" || n.rt != nil:
+		return b.fail("node %q already has an outgoing edge", from)
+	case fn == nil || len(targets) == 0:
+		return b.fail("route from %q needs a function and its targets", from)
+	}
+	r := &route[S]{fn: fn, labels: map[string]string{}}
+	for _, t := range targets {
+		name, label, _ := strings.Cut(t, "=")
+		r.targets = append(r.targets, name)
+		if label != "" {
+			r.labels[name] = label
+		}
+	}
+	n.rt = r
+	return b
+}
+
+// Init sets how a task's input and options become the initial state. It
+// should return *ValidationError for bad input.
+func (b *Builder[S]) Init(fn func(input json.RawMessage, opts Options) (S, error)) *Builder[S] {
+	b.g.init = fn
+	return b
+}
+
+// Result sets what a succeeded task reports as its result.
+func (b *Builder[S]) Result(fn func(s S) any) *Builder[S] {
+	b.g.result = fn
+	return b
+}
+
+// InputSchema attaches the JSON Schema of the workflow's input.
+func (b *Builder[S]) InputSchema(schema json.RawMessage) *Builder[S] {
+	b.g.inputSchema = schema
+	return b
+}
+
+// Compile checks the graph: every edge names a node, every node is
+// reachable from the entry and has a way out.
+func (b *Builder[S]) Compile() (*Graph[S], error) {
+	g := b.g
+	errs := slices.Clone(b.errs)
+	if g.name == "" {
+		errs = append(errs, errors.New("graph has no name"))
+	}
+	if g.nodes[g.entry] == nil {
+		errs = append(errs, fmt.Errorf("entry node %q is not declared", g.entry))
+	}
+	if g.init == nil {
+		errs = append(errs, errors.New("graph has no Init"))
+	}
+	known := func(name string) bool { return name == END || g.nodes[name] != nil }
+	for _, name := range g.order {
+		n := g.nodes[name]
+		switch {
+		case n.next == "" && n.rt == nil:
+			errs = append(errs, fmt.Errorf("node %q has no outgoing edge (add one to graph.END to finish)", name))
+		case n.next != "" && !known(n.next):
+			errs = append(errs, fmt.Errorf("edge %s → %s: unknown node %q", name, n.next, n.next))
+		case n.rt != nil:
+			for _, t := range n.rt.targets {
+				if !known(t) {
+					errs = append(errs, fmt.Errorf("route from %q declares unknown node %q", name, t))
+				}
+			}
+		}
+	}
+	if len(errs) == 0 {
+		seen := map[string]bool{g.entry: true}
+		queue := []string{g.entry}
+		for len(queue) > 0 {
+			n := g.nodes[queue[0]]
+			queue = queue[1:]
+			for _, t := range n.successors() {
+				if t != END && !seen[t] {
+					seen[t] = true
+					queue = append(queue, t)
+				}
+			}
+		}
+		for _, name := range g.order {
+			if !seen[name] {
+				errs = append(errs, fmt.Errorf("node %q cannot be reached from entry %q", name, g.entry))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("graph %q: %w", g.name, errors.Join(errs...))
+	}
+	if g.result == nil {
+		g.result = func(s S) any { return s }
+	}
+	b.g = nil // a compiled graph is immutable
+	return g, nil
+}
+
+func (n *node[S]) successors() []string {
+	if n.rt != nil {
+		return n.rt.targets
+	}
+	return []string{n.next}
+}
+
+// Graph is a compiled workflow definition. It is immutable and safe for
+// concurrent use by many tasks.
+type Graph[S any] struct {
+	name, title, description string
+	entry                    string
+	nodes                    map[string]*node[S]
+	order                    []string
+	init                     func(json.RawMessage, Options) (S, error)
+	result                   func(S) any
+	inputSchema              json.RawMessage
+}
+
+// Name is the workflow's name.
+func (g *Graph[S]) Name() string { return g.name }
+
+// next returns the node after from for state s.
+func (g *Graph[S]) next(from string, s S) (string, error) {
+	n := g.nodes[from]
+	if n.rt == nil {
+		return n.next, nil
+	}
+	to := n.rt.fn(s)
+	if !slices.Contains(n.rt.targets, to) {
+		return "", &RouteError{From: from, Returned: to, Declared: slices.Clone(n.rt.targets)}
+	}
+	return to, nil
+}
+
+// NodeInfo describes one node for the UI and the API.
+type NodeInfo struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	Gated       bool   `json:"gated"`
+}
+
+// EdgeInfo describes one edge; Condition is empty for plain edges.
+type EdgeInfo struct {
+	From      string `json:"from"`
+	To        string `json:"to"`
+	Condition string `json:"condition,omitempty"`
+}
+
+// GateInfo describes one gate.
+type GateInfo struct {
+	Node   string `json:"node"`
+	Kind   string `json:"kind"`
+	Option string `json:"option"`
+}
+
+// Description is a workflow as data.
+type Description struct {
+	Name        string          `json:"name"`
+	Title       string          `json:"title"`
+	Description string          `json:"description"`
+	Entry       string          `json:"entry"`
+	Nodes       []NodeInfo      `json:"nodes"`
+	Edges       []EdgeInfo      `json:"edges"`
+	Gates       []GateInfo      `json:"gates"`
+	InputSchema json.RawMessage `json:"input_schema"`
+	Mermaid     string          `json:"mermaid"`
+}
+
+// Describe reports the graph's nodes, edges and gates as data.
+func (g *Graph[S]) Describe() Description {
+	d := Description{Name: g.name, Title: g.title, Description: g.description, Entry: g.entry,
+		Nodes: []NodeInfo{}, Edges: []EdgeInfo{}, Gates: []GateInfo{}, InputSchema: g.inputSchema}
+	if d.Title == "" {
+		d.Title = g.name
+	}
+	if len(d.InputSchema) == 0 {
+		d.InputSchema = json.RawMessage(`{"type":"object"}`)
+	}
+	for _, name := range g.order {
+		n := g.nodes[name]
+		d.Nodes = append(d.Nodes, NodeInfo{Name: name, Description: n.cfg.description, Gated: n.gate != nil})
+		if n.gate != nil {
+			d.Gates = append(d.Gates, GateInfo{Node: name, Kind: n.gate.Kind, Option: n.gate.Option})
+		}
+		if n.rt == nil {
+			d.Edges = append(d.Edges, EdgeInfo{From: name, To: n.next})
+			continue
+		}
+		for _, t := range n.rt.targets {
+			label := n.rt.labels[t]
+			if label == "" {
+				label = "→ " + t
+			}
+			d.Edges = append(d.Edges, EdgeInfo{From: name, To: t, Condition: label})
+		}
+	}
+	d.Mermaid = mermaid(d)
+	return d
+}
+
+// Mermaid renders the graph as Mermaid flowchart text.
+func (g *Graph[S]) Mermaid() string { return g.Describe().Mermaid }
+
+func mermaid(d Description) string {
+	var sb strings.Builder
+	sb.WriteString("graph TD\n")
+	sb.WriteString("    __start__((Start))\n")
+	sb.WriteString("    __end__((End))\n")
+	for _, n := range d.Nodes {
+		if n.Gated {
+			fmt.Fprintf(&sb, "    %s{{%s}}:::gated\n", n.Name, n.Name)
+		} else {
+			fmt.Fprintf(&sb, "    %s[%s]\n", n.Name, n.Name)
+		}
+	}
+	fmt.Fprintf(&sb, "    __start__ --> %s\n", d.Entry)
+	for _, e := range d.Edges {
+		if e.Condition != "" {
+			fmt.Fprintf(&sb, "    %s -.->|%s| %s\n", e.From, mermaidLabel(e.Condition), e.To)
+		} else {
+			fmt.Fprintf(&sb, "    %s --> %s\n", e.From, e.To)
+		}
+	}
+	sb.WriteString("    classDef gated fill:#FFF3E0,stroke:#F4A226,stroke-width:2px\n")
+	return sb.String()
+}
+
+func mermaidLabel(s string) string {
+	r := strings.NewReplacer("|", "/", "\"", "'", "\n", " ")
+	return r.Replace(s)
+}
+
+// Options are the engine's view of a task's options: which gates
+// auto-approve. Workflows read their own keys from Raw.
+type Options struct {
+	// Gates is nil when the task has no "gates" option: then no gate
+	// interrupts. Otherwise Gates[option] true auto-approves that gate.
+	Gates map[string]bool
+	Raw   json.RawMessage
+}
+
+// ParseOptions reads a task's options object.
+func ParseOptions(raw json.RawMessage) (Options, error) {
+	o := Options{Raw: raw}
+	if len(raw) == 0 || string(raw) == "null" {
+		o.Raw = json.RawMessage(`{}`)
+		return o, nil
+	}
+	var v struct {
+		Gates *map[string]bool `json:"gates"`
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return o, &ValidationError{Field: "options", Message: "must be an object with optional \"gates\" of booleans: " + err.Error()}
+	}
+	if v.Gates != nil {
+		o.Gates = *v.Gates
+		if o.Gates == nil {
+			o.Gates = map[string]bool{}
+		}
+	}
+	return o, nil
+}
+
+// AutoApproves reports whether the gate with this option passes without a human.
+func (o Options) AutoApproves(option string) bool {
+	return o.Gates == nil || o.Gates[option]
+}
+
+// GateOptions lists the gate options of a description, sorted.
+func (d Description) GateOptions() []string {
+	var out []string
+	for _, g := range d.Gates {
+		out = append(out, g.Option)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,108 @@
+package graph
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrInterrupted is returned by NodeRun.Ask when the question has no answer
+// yet. The node should return it; the task then waits for a human.
+var ErrInterrupted = errors.New("node interrupted: waiting for an answer")
+
+// Question is what a node asks a human.
+type Question struct {
+	// Kind is the interrupt kind (default "question").
+	Kind     string
+	Title    string
+	Text     string
+	Artifact *ArtifactRef
+	// Actions offered (default: respond).
+	Actions []string
+}
+
+// NodeRun is one execution of a node: its identity, and the way to ask
+// questions and record artifacts and events.
+type NodeRun struct {
+	TaskID    string
+	Workflow  string
+	Node      string
+	Iteration int
+	Phase     string
+	Attempt   int
+	Input     json.RawMessage
+	Options   Options
+
+	now       func() time.Time
+	answers   []Answer
+	asked     int
+	question  *Question
+	artifacts []Artifact
+	events    []Event
+}
+
+// Ask returns the answer to the call-index'th question of this node run.
+// Without one it records q and returns ErrInterrupted; the node is run again
+// from its start once the human answers, and this call then returns it.
+func (r *NodeRun) Ask(q Question) (Answer, error) {
+	i := r.asked
+	r.asked++
+	if i < len(r.answers) {
+		return r.answers[i], nil
+	}
+	if r.question == nil {
+		if q.Kind == "" {
+			q.Kind = "question"
+		}
+		if len(q.Actions) == 0 {
+			q.Actions = []string{ActionRespond}
+		}
+		r.question = &q
+	}
+	return Answer{}, ErrInterrupted
+}
+
+// Artifact records a document this node run produced.
+func (r *NodeRun) Artifact(name, contentType, content string) {
+	r.artifacts = append(r.artifacts, Artifact{Name: name, ContentType: contentType, Content: content,
+		Node: r.Node, Iteration: r.Iteration, CreatedAt: r.now()})
+}
+
+// Event records an event of this node run (llm.call, …) with data
+// marshalled as JSON.
+func (r *NodeRun) Event(typ string, data any) {
+	r.events = append(r.events, newEvent(r.TaskID, typ, r.Node, r.Iteration, r.now(), nil, data))
+}
+
+func newEvent(taskID, typ, node string, iteration int, at time.Time, dur *time.Duration, data any) Event {
+	ev := Event{TaskID: taskID, Type: typ, Node: node, Iteration: iteration, At: at}
+	if node != "" {
+		ev.Phase = Phase(node, iteration)
+	}
+	if dur != nil {
+		ms := dur.Milliseconds()
+		ev.DurationMS = &ms
+	}
+	switch d := data.(type) {
+	case nil:
+		ev.Data = json.RawMessage(`{}`)
+	case json.RawMessage:
+		ev.Data = d
+	default:
+		b, err := json.Marshal(d)
+		if err != nil {
+			b, _ = json.Marshal(map[string]string{"marshal_error": err.Error()})
+		}
+		ev.Data = b
+	}
+	return ev
+}
+
+// Phase names a node run: the node name for iteration 1, "name:N" after.
+func Phase(node string, iteration int) string {
+	if iteration <= 1 {
+		return node
+	}
+	return fmt.Sprintf("%s:%d", node, iteration)
+}

@@ -1,0 +1,243 @@
+// Package graph is Gatehouse's workflow engine: typed state graphs with
+// plain and conditional edges, cycles, gated nodes, in-node questions,
+// per-node retries and timeouts, and one durable checkpoint per node run.
+//
+// The engine knows no SQL and no HTTP. It persists through the Checkpointer
+// interface: MemoryCheckpointer serves tests, internal/postgres serves
+// production.
+package graph
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// END is the name of the virtual node after the last one; an edge to END
+// completes the task.
+const END = "__end__"
+
+// TaskStatus is where a task is in its life: queued → running ⇄ waiting →
+// succeeded | failed | cancelled.
+type TaskStatus string
+
+// The task statuses of SPEC §1.
+const (
+	StatusQueued    TaskStatus = "queued"
+	StatusRunning   TaskStatus = "running"
+	StatusWaiting   TaskStatus = "waiting"
+	StatusSucceeded TaskStatus = "succeeded"
+	StatusFailed    TaskStatus = "failed"
+	StatusCancelled TaskStatus = "cancelled"
+)
+
+// Terminal reports whether no node of the task will run again without a retry.
+func (s TaskStatus) Terminal() bool {
+	return s == StatusSucceeded || s == StatusFailed || s == StatusCancelled
+}
+
+// Event types of SPEC §7.
+const (
+	EventTaskCreated      = "task.created"
+	EventNodeStarted      = "node.started"
+	EventNodeCompleted    = "node.completed"
+	EventNodeFailed       = "node.failed"
+	EventNodeRetrying     = "node.retrying"
+	EventLLMCall          = "llm.call"
+	EventInterruptRaised  = "interrupt.raised"
+	EventDecisionRecorded = "decision.recorded"
+	EventTaskWaiting      = "task.waiting"
+	EventTaskCompleted    = "task.completed"
+	EventTaskFailed       = "task.failed"
+	EventTaskCancelled    = "task.cancelled"
+	EventArtifactCreated  = "artifact.created"
+)
+
+// Decision actions of SPEC §1.
+const (
+	ActionApprove = "approve"
+	ActionReject  = "reject"
+	ActionEdit    = "edit"
+	ActionRespond = "respond"
+)
+
+// Interrupt statuses.
+const (
+	InterruptPending   = "pending"
+	InterruptResolved  = "resolved"
+	InterruptCancelled = "cancelled"
+)
+
+// Interrupt types, carried in the payload: a gate approves a node's output,
+// a question asks for an answer inside a node run.
+const (
+	InterruptGate     = "gate"
+	InterruptQuestion = "question"
+)
+
+// Task is one durable execution of a workflow.
+type Task struct {
+	ID          string
+	Workflow    string
+	Title       string
+	Input       json.RawMessage
+	Options     json.RawMessage
+	Status      TaskStatus
+	CurrentNode string
+	Result      json.RawMessage
+	Error       string
+	CreatedBy   string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	CompletedAt *time.Time
+	// Fence is the lease fencing counter a writer must present.
+	Fence int64
+}
+
+// Checkpoint is the persisted position of a task after a node run (or a
+// start, an interrupt, a decision): enough to resume it in a fresh process.
+type Checkpoint struct {
+	TaskID   string
+	Step     int
+	LastNode string
+	NextNode string
+	State    json.RawMessage
+	// Iterations counts completed runs per node.
+	Iterations map[string]int
+	// Answers holds the answers to questions asked by the current run of
+	// NextNode, by call index; cleared when that node run completes.
+	Answers []Answer
+	// PendingInterrupt is the id of the interrupt the task waits on, if any.
+	PendingInterrupt string
+	UpdatedAt        time.Time
+}
+
+// Answer is a human's answer to one question within a node run.
+type Answer struct {
+	Action string `json:"action"`
+	Text   string `json:"text"`
+}
+
+// Event is one entry of a task's timeline. Seq is assigned by the
+// Checkpointer when the event is committed.
+type Event struct {
+	Seq        int64
+	TaskID     string
+	Type       string
+	Node       string
+	Iteration  int
+	Phase      string
+	At         time.Time
+	DurationMS *int64
+	Data       json.RawMessage
+}
+
+// Artifact is a named document a node run produced. Version is assigned by
+// the Checkpointer (1, 2, … per task and name).
+type Artifact struct {
+	Name        string
+	Version     int
+	Node        string
+	Iteration   int
+	ContentType string
+	Content     string
+	CreatedAt   time.Time
+}
+
+// ArtifactRef is an artifact as shown in an interrupt.
+type ArtifactRef struct {
+	Name        string `json:"name"`
+	ContentType string `json:"content_type"`
+	Content     string `json:"content"`
+}
+
+// InterruptPayload is what a reviewer sees and may do.
+type InterruptPayload struct {
+	Type     string       `json:"type"`
+	Title    string       `json:"title"`
+	Artifact *ArtifactRef `json:"artifact"`
+	Question string       `json:"question,omitempty"`
+	Actions  []string     `json:"actions"`
+}
+
+// Interrupt is a pause that waits for a human.
+type Interrupt struct {
+	ID         string
+	TaskID     string
+	Node       string
+	Kind       string
+	Iteration  int
+	Payload    InterruptPayload
+	Status     string
+	CreatedAt  time.Time
+	ResolvedAt *time.Time
+}
+
+// Decision is a human's answer to an interrupt.
+type Decision struct {
+	ID          string
+	InterruptID string
+	TaskID      string
+	Action      string
+	Feedback    string
+	Value       json.RawMessage
+	DecidedBy   string
+	DecidedAt   time.Time
+}
+
+// Snapshot is everything Run needs to resume a task.
+type Snapshot struct {
+	Task       Task
+	Checkpoint Checkpoint
+	// Interrupt is the interrupt the checkpoint names as pending (whatever
+	// its status now), and Decision the decision recorded for it, if any.
+	Interrupt *Interrupt
+	Decision  *Decision
+}
+
+// Commit is one atomic write: a node run's outcome with its events and
+// artifacts, the new checkpoint, the task's status, and an interrupt raised.
+type Commit struct {
+	TaskID string
+	Fence  int64
+	// Create inserts the task row (first commit of a task only).
+	Create *Task
+
+	Status      TaskStatus
+	CurrentNode string
+	Result      json.RawMessage
+	Error       string
+
+	// Checkpoint, when set, replaces the current checkpoint and is appended
+	// to the history with Reason (start, node, interrupt, decision).
+	Checkpoint *Checkpoint
+	Reason     string
+
+	Events    []Event
+	Artifacts []Artifact
+	Raise     *Interrupt
+}
+
+// Checkpointer persists tasks. Implementations must make Commit atomic.
+type Checkpointer interface {
+	// Load returns the task with its current checkpoint. Errors:
+	// ErrTaskNotFound, *StateError for unreadable stored data.
+	Load(ctx context.Context, taskID string) (*Snapshot, error)
+	// Commit writes c atomically, assigning event seqs and artifact versions
+	// in place. Errors: ErrLeaseLost when c.Fence is not the task's fence,
+	// ErrTaskNotFound.
+	Commit(ctx context.Context, c *Commit) error
+	// Interrupt returns one interrupt. Errors: ErrInterruptNotFound.
+	Interrupt(ctx context.Context, id string) (*Interrupt, error)
+	// Decide records d for its pending interrupt in one transaction: the
+	// interrupt becomes resolved, the decision row and ev are written and
+	// the task becomes queued. It assigns d.ID, d.DecidedAt and ev.Seq.
+	// Errors: ErrInterruptNotFound, *ConflictError when the interrupt is
+	// not pending.
+	Decide(ctx context.Context, d *Decision, ev *Event) error
+}
+
+// EventSink receives events after they are committed, in seq order per task.
+type EventSink interface {
+	Publish(events []Event)
+}

@@ -1,0 +1,52 @@
+package dbsqlc
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// errCaptured stops a generated query method after its SQL and arguments
+// were captured.
+var errCaptured = errors.New("dbsqlc: query captured for a batch")
+
+// capture is a DBTX that records the statement a generated method would
+// send, so several generated queries can travel in one pgx.Batch (one
+// round trip, one implicit transaction) with sqlc's own argument order.
+type capture struct {
+	sql  string
+	args []any
+}
+
+func (c *capture) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	c.sql, c.args = sql, args
+	return pgconn.CommandTag{}, nil
+}
+
+func (c *capture) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
+	c.sql, c.args = sql, args
+	return nil, errCaptured
+}
+
+func (c *capture) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
+	c.sql, c.args = sql, args
+	return errRow{}
+}
+
+type errRow struct{}
+
+func (errRow) Scan(...any) error { return errCaptured }
+
+// Queue adds to b the statement that call sends through its Queries.
+// Example: Queue(b, func(q *Queries) error { return q.CheckpointSave(ctx, p) }).
+func Queue(b *pgx.Batch, call func(q *Queries) error) *pgx.QueuedQuery {
+	c := &capture{}
+	if err := call(New(c)); err != nil && !errors.Is(err, errCaptured) {
+		// Generated methods fail before I/O only on captured errors; any
+		// other error is a programming mistake worth surfacing loudly.
+		panic("dbsqlc.Queue: " + err.Error())
+	}
+	return b.Queue(c.sql, c.args...)
+}

@@ -1,0 +1,338 @@
+// Package postgres stores Gatehouse tasks in PostgreSQL: the engine's
+// Checkpointer, migrations and the read side used by the API. SQL lives in
+// db/queries and reaches Go through sqlc (package dbsqlc); rows become
+// engine types before they leave this package.
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
+)
+
+// Store is the PostgreSQL Checkpointer. It is safe for concurrent use and
+// holds no per-task state: any number of Stores, in any number of
+// processes, may serve one database.
+type Store struct {
+	pool *pgxpool.Pool
+	q    *dbsqlc.Queries
+}
+
+var _ graph.Checkpointer = (*Store)(nil)
+
+// NewStore returns a Store over pool.
+func NewStore(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, q: dbsqlc.New(pool)}
+}
+
+// Pool returns the underlying pool.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// SQLSTATEs raised by gatehouse_lock_task.
+const (
+	codeLeaseLost    = "GH409"
+	codeTaskNotFound = "GH404"
+	codeUniqueViol   = "23505"
+)
+
+func translate(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case codeLeaseLost:
+			return fmt.Errorf("%w: %s", graph.ErrLeaseLost, pgErr.Message)
+		case codeTaskNotFound:
+			return graph.ErrTaskNotFound
+		}
+	}
+	return err
+}
+
+func parseID(id string) (uuid.UUID, bool) {
+	if !graph.ValidID(id) {
+		return uuid.UUID{}, false
+	}
+	u, err := uuid.Parse(id)
+	return u, err == nil
+}
+
+// Load implements graph.Checkpointer.
+func (s *Store) Load(ctx context.Context, taskID string) (*graph.Snapshot, error) {
+	id, ok := parseID(taskID)
+	if !ok {
+		return nil, graph.ErrTaskNotFound
+	}
+	row, err := s.q.TaskSnapshot(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, graph.ErrTaskNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load task %s: %w", taskID, err)
+	}
+	snap := &graph.Snapshot{
+		Task: graph.Task{ID: row.ID.String(), Workflow: row.Workflow, Title: row.Title, Input: row.Input,
+			Options: row.Options, Status: graph.TaskStatus(row.Status), CurrentNode: row.CurrentNode,
+			Result: row.Result, Error: row.Error, CreatedBy: row.CreatedBy, CreatedAt: row.CreatedAt,
+			UpdatedAt: row.UpdatedAt, CompletedAt: row.CompletedAt, Fence: row.LeaseFence},
+		Checkpoint: graph.Checkpoint{TaskID: row.ID.String(), Step: int(row.Step), LastNode: row.LastNodeID,
+			NextNode: row.NextNodeID, State: row.State, UpdatedAt: row.CheckpointUpdatedAt},
+	}
+	if err := json.Unmarshal(row.Iterations, &snap.Checkpoint.Iterations); err != nil {
+		return nil, &graph.StateError{TaskID: taskID, Err: fmt.Errorf("iterations: %w", err)}
+	}
+	if err := json.Unmarshal(row.Answers, &snap.Checkpoint.Answers); err != nil {
+		return nil, &graph.StateError{TaskID: taskID, Err: fmt.Errorf("answers: %w", err)}
+	}
+	if row.PendingInterruptID != nil {
+		snap.Checkpoint.PendingInterrupt = row.PendingInterruptID.String()
+		itr, err := s.q.InterruptGet(ctx, *row.PendingInterruptID)
+		if err != nil {
+			return nil, fmt.Errorf("load interrupt of task %s: %w", taskID, err)
+		}
+		if snap.Interrupt, err = interruptFromRow(itr); err != nil {
+			return nil, &graph.StateError{TaskID: taskID, Err: err}
+		}
+		d, err := s.q.DecisionGetByInterrupt(ctx, *row.PendingInterruptID)
+		switch {
+		case err == nil:
+			snap.Decision = decisionFromRow(d)
+		case !errors.Is(err, pgx.ErrNoRows):
+			return nil, fmt.Errorf("load decision of task %s: %w", taskID, err)
+		}
+	}
+	return snap, nil
+}
+
+// Commit implements graph.Checkpointer: every write of c travels in one
+// batch, which PostgreSQL runs as one implicit transaction — one round trip
+// and one commit per node run.
+func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
+	id, ok := parseID(c.TaskID)
+	if !ok {
+		return graph.ErrTaskNotFound
+	}
+	b := &pgx.Batch{}
+	if t := c.Create; t != nil {
+		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error {
+			return q.TaskInsert(ctx, dbsqlc.TaskInsertParams{ID: id, Workflow: t.Workflow, Title: t.Title,
+				Input: t.Input, Options: t.Options, Status: string(t.Status), CurrentNode: t.CurrentNode,
+				CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt})
+		})
+	}
+
+	n := len(c.Events)
+	ev := dbsqlc.TaskCommitEventsParams{ID: id, Fence: c.Fence, Status: string(c.Status),
+		CurrentNode: c.CurrentNode, Result: c.Result, Error: c.Error,
+		Types: make([]string, n), Nodes: make([]string, n), Iterations: make([]int32, n), Phases: make([]string, n),
+		Durations: make([]int64, n), Datas: make([]string, n), Ats: make([]time.Time, n)}
+	for i, e := range c.Events {
+		ev.Types[i], ev.Nodes[i], ev.Iterations[i], ev.Phases[i] = e.Type, e.Node, int32(e.Iteration), e.Phase
+		ev.Durations[i] = -1
+		if e.DurationMS != nil {
+			ev.Durations[i] = *e.DurationMS
+		}
+		ev.Datas[i] = string(e.Data)
+		if len(e.Data) == 0 {
+			ev.Datas[i] = "{}"
+		}
+		ev.Ats[i] = e.At
+	}
+	events := dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.TaskCommitEvents(ctx, ev); return err })
+
+	if cp := c.Checkpoint; cp != nil {
+		p := dbsqlc.CheckpointSaveParams{Reason: c.Reason, TaskID: id, State: cp.State, LastNodeID: cp.LastNode,
+			UpdatedAt: cp.UpdatedAt, Step: int32(cp.Step), NextNodeID: cp.NextNode}
+		var err error
+		if p.Iterations, err = json.Marshal(orEmpty(cp.Iterations)); err != nil {
+			return err
+		}
+		if p.Answers, err = json.Marshal(orEmptySlice(cp.Answers)); err != nil {
+			return err
+		}
+		if cp.PendingInterrupt != "" {
+			pid, ok := parseID(cp.PendingInterrupt)
+			if !ok {
+				return fmt.Errorf("commit task %s: bad pending interrupt id %q", c.TaskID, cp.PendingInterrupt)
+			}
+			p.PendingInterruptID = &pid
+		}
+		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.CheckpointSave(ctx, p) })
+	}
+
+	var arts *pgx.QueuedQuery
+	if n := len(c.Artifacts); n > 0 {
+		p := dbsqlc.ArtifactInsertManyParams{TaskID: id, Names: make([]string, n), Nodes: make([]string, n),
+			Iterations: make([]int32, n), ContentTypes: make([]string, n), Contents: make([]string, n), Ats: make([]time.Time, n)}
+		for i, a := range c.Artifacts {
+			p.Names[i], p.Nodes[i], p.Iterations[i] = a.Name, a.Node, int32(a.Iteration)
+			p.ContentTypes[i], p.Contents[i], p.Ats[i] = a.ContentType, a.Content, a.CreatedAt
+		}
+		arts = dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.ArtifactInsertMany(ctx, p); return err })
+	}
+
+	if r := c.Raise; r != nil {
+		rid, ok := parseID(r.ID)
+		if !ok {
+			return fmt.Errorf("commit task %s: bad interrupt id %q", c.TaskID, r.ID)
+		}
+		payload, err := json.Marshal(r.Payload)
+		if err != nil {
+			return err
+		}
+		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error {
+			return q.InterruptInsert(ctx, dbsqlc.InterruptInsertParams{ID: rid, TaskID: id, Node: r.Node, Kind: r.Kind,
+				Iteration: int32(r.Iteration), Payload: payload, CreatedAt: r.CreatedAt})
+		})
+	}
+
+	// Results are read in queue order; the callbacks fill in seqs and versions.
+	var seqs []int64
+	events.Query(func(rows pgx.Rows) error {
+		var err error
+		seqs, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		return err
+	})
+	var versions []int32
+	if arts != nil {
+		arts.Query(func(rows pgx.Rows) error {
+			var err error
+			versions, err = pgx.CollectRows(rows, pgx.RowTo[int32])
+			return err
+		})
+	}
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return translate(err)
+	}
+	for i := range c.Events {
+		if i < len(seqs) {
+			c.Events[i].Seq = seqs[i]
+		}
+		c.Events[i].TaskID = c.TaskID
+	}
+	for i := range c.Artifacts {
+		if i < len(versions) {
+			c.Artifacts[i].Version = int(versions[i])
+		}
+	}
+	return nil
+}
+
+func orEmpty(m map[string]int) map[string]int {
+	if m == nil {
+		return map[string]int{}
+	}
+	return m
+}
+
+func orEmptySlice(a []graph.Answer) []graph.Answer {
+	if a == nil {
+		return []graph.Answer{}
+	}
+	return a
+}
+
+// Interrupt implements graph.Checkpointer.
+func (s *Store) Interrupt(ctx context.Context, id string) (*graph.Interrupt, error) {
+	uid, ok := parseID(id)
+	if !ok {
+		return nil, graph.ErrInterruptNotFound
+	}
+	row, err := s.q.InterruptGet(ctx, uid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, graph.ErrInterruptNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get interrupt %s: %w", id, err)
+	}
+	return interruptFromRow(row)
+}
+
+// Decide implements graph.Checkpointer. The decision, the resolved
+// interrupt, the decision.recorded event and the runnable task are one
+// transaction, committed before Decide returns.
+func (s *Store) Decide(ctx context.Context, d *graph.Decision, ev *graph.Event) error {
+	iid, ok := parseID(d.InterruptID)
+	if !ok {
+		return graph.ErrInterruptNotFound
+	}
+	tid, ok := parseID(d.TaskID)
+	if !ok {
+		return graph.ErrInterruptNotFound
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("decide: begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	q := s.q.WithTx(tx)
+	resolvedAt, err := q.InterruptResolve(ctx, dbsqlc.InterruptResolveParams{ID: iid, TaskID: tid})
+	if errors.Is(err, pgx.ErrNoRows) {
+		row, gerr := q.InterruptGet(ctx, iid)
+		switch {
+		case errors.Is(gerr, pgx.ErrNoRows) || gerr == nil && row.TaskID != tid:
+			return graph.ErrInterruptNotFound
+		case gerr != nil:
+			return fmt.Errorf("decide: %w", gerr)
+		}
+		return &graph.ConflictError{InterruptID: d.InterruptID, Status: row.Status}
+	}
+	if err != nil {
+		return fmt.Errorf("decide: resolve interrupt: %w", err)
+	}
+	at := time.Now()
+	if resolvedAt != nil {
+		at = *resolvedAt
+	}
+	var value json.RawMessage
+	if len(d.Value) > 0 {
+		value = d.Value
+	}
+	did, err := q.DecisionInsert(ctx, dbsqlc.DecisionInsertParams{InterruptID: iid, TaskID: tid, Action: d.Action,
+		Feedback: d.Feedback, Value: value, DecidedBy: d.DecidedBy, DecidedAt: at})
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == codeUniqueViol {
+			return &graph.ConflictError{InterruptID: d.InterruptID, Status: graph.InterruptResolved}
+		}
+		return fmt.Errorf("decide: insert decision: %w", err)
+	}
+	data := ev.Data
+	if len(data) == 0 {
+		data = json.RawMessage(`{}`)
+	}
+	seq, err := q.TaskDecided(ctx, dbsqlc.TaskDecidedParams{ID: tid, Type: ev.Type, Node: ev.Node,
+		Iteration: int32(ev.Iteration), Phase: ev.Phase, Data: data, CreatedAt: ev.At})
+	if err != nil {
+		return fmt.Errorf("decide: task: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("decide: commit: %w", err)
+	}
+	d.ID, d.DecidedAt = did.String(), at
+	ev.Seq, ev.TaskID = seq, d.TaskID
+	return nil
+}
+
+func interruptFromRow(r dbsqlc.Interrupt) (*graph.Interrupt, error) {
+	itr := &graph.Interrupt{ID: r.ID.String(), TaskID: r.TaskID.String(), Node: r.Node, Kind: r.Kind,
+		Iteration: int(r.Iteration), Status: r.Status, CreatedAt: r.CreatedAt, ResolvedAt: r.ResolvedAt}
+	if err := json.Unmarshal(r.Payload, &itr.Payload); err != nil {
+		return nil, fmt.Errorf("interrupt %s payload: %w", itr.ID, err)
+	}
+	return itr, nil
+}
+
+func decisionFromRow(r dbsqlc.Decision) *graph.Decision {
+	return &graph.Decision{ID: r.ID.String(), InterruptID: r.InterruptID.String(), TaskID: r.TaskID.String(),
+		Action: r.Action, Feedback: r.Feedback, Value: r.Value, DecidedBy: r.DecidedBy, DecidedAt: r.DecidedAt}
+}

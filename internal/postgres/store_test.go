@@ -1,0 +1,377 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+)
+
+type counterState struct {
+	Count    int      `json:"count"`
+	Notes    []string `json:"notes"`
+	Feedback []string `json:"feedback"`
+	Answer   string   `json:"answer"`
+}
+
+// testGraph: work → review (gated, kind "review", option allowReview) →
+// ask (asks a question) → END.
+func testGraph(t testing.TB) *graph.Graph[counterState] {
+	t.Helper()
+	g, err := graph.New[counterState]("counter").
+		Node("work", func(ctx context.Context, run *graph.NodeRun, s counterState) (counterState, error) {
+			s.Count++
+			s.Notes = append(s.Notes, run.Phase)
+			run.Artifact("draft.md", "text/markdown", fmt.Sprintf("draft %d, feedback %v", s.Count, s.Feedback))
+			return s, nil
+		}).
+		Node("ask", func(ctx context.Context, run *graph.NodeRun, s counterState) (counterState, error) {
+			a, err := run.Ask(graph.Question{Text: "Which colour?"})
+			if err != nil {
+				return s, err
+			}
+			s.Answer = a.Text
+			return s, nil
+		}).
+		Gate("work", graph.Gate[counterState]{Kind: "review", Option: "allowReview", Artifact: "draft.md",
+			OnReject: func(s counterState, fb string, it int) (counterState, error) {
+				s.Feedback = append(s.Feedback, fb)
+				return s, nil
+			},
+			OnEdit: func(s counterState, content string) (counterState, error) {
+				s.Notes = append(s.Notes, "edited:"+content)
+				return s, nil
+			}}).
+		Edge("work", "ask").
+		Edge("ask", graph.END).
+		Init(func(json.RawMessage, graph.Options) (counterState, error) { return counterState{}, nil }).
+		Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+type bundle struct {
+	pool  *pgxpool.Pool
+	store *postgres.Store
+}
+
+func setup(t *testing.T) bundle {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	return bundle{pool: pool, store: postgres.NewStore(pool)}
+}
+
+// engine returns a fresh engine over a fresh Store, as after a restart.
+func (b bundle) engine(t testing.TB) *graph.Engine {
+	t.Helper()
+	e, err := graph.NewEngine(postgres.NewStore(b.pool), []graph.Workflow{testGraph(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (b bundle) count(t testing.TB, table string) int {
+	t.Helper()
+	var n int
+	if err := b.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (b bundle) counts(t testing.TB) string {
+	var parts []string
+	for _, tbl := range []string{"tasks", "workflow_checkpoints", "checkpoint_history", "interrupts", "decisions", "task_events", "artifacts"} {
+		parts = append(parts, fmt.Sprintf("%s=%d", tbl, b.count(t, tbl)))
+	}
+	return strings.Join(parts, " ")
+}
+
+func TestStoreGateQuestionRoundTrip(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	task, err := b.engine(t).Create(ctx, graph.NewTask{Workflow: "counter", Title: "t", Options: json.RawMessage(`{"gates":{}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := b.engine(t).Run(ctx, task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != graph.StatusWaiting || out.Interrupt.Kind != "review" || out.Interrupt.Iteration != 1 {
+		t.Fatalf("first run: %+v", out)
+	}
+	if a := out.Interrupt.Payload.Artifact; a == nil || !strings.HasPrefix(a.Content, "draft 1") {
+		t.Fatalf("gate artifact: %+v", a)
+	}
+	// Reject, resume on a fresh engine: work runs again as iteration 2.
+	if _, err := b.engine(t).Decide(ctx, task.ID, graph.DecisionInput{InterruptID: out.Interrupt.ID, Action: "reject", Feedback: "more"}); err != nil {
+		t.Fatal(err)
+	}
+	out2, err := b.engine(t).Run(ctx, task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out2.Status != graph.StatusWaiting || out2.Interrupt.Iteration != 2 || out2.Interrupt.ID == out.Interrupt.ID {
+		t.Fatalf("after reject: %+v", out2)
+	}
+	// The first interrupt is resolved: deciding it again conflicts and changes nothing.
+	before := b.counts(t)
+	_, err = b.engine(t).Decide(ctx, task.ID, graph.DecisionInput{InterruptID: out.Interrupt.ID, Action: "approve"})
+	var conflict *graph.ConflictError
+	if !errors.As(err, &conflict) || !errors.Is(err, graph.ErrConflict) {
+		t.Fatalf("stale decision: got %v, want ConflictError", err)
+	}
+	if after := b.counts(t); after != before {
+		t.Fatalf("stale decision changed rows: %s → %s", before, after)
+	}
+	// Edit approves an edited draft; the edit becomes a new artifact version.
+	if _, err := b.engine(t).Decide(ctx, task.ID, graph.DecisionInput{InterruptID: out2.Interrupt.ID, Action: "edit",
+		Value: json.RawMessage(`"my draft"`), DecidedBy: "ann"}); err != nil {
+		t.Fatal(err)
+	}
+	out3, err := b.engine(t).Run(ctx, task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out3.Status != graph.StatusWaiting || out3.Interrupt.Kind != "question" || out3.Interrupt.Payload.Question != "Which colour?" {
+		t.Fatalf("question: %+v", out3)
+	}
+	if _, err := b.engine(t).Decide(ctx, task.ID, graph.DecisionInput{InterruptID: out3.Interrupt.ID, Action: "respond",
+		Value: json.RawMessage(`"blue"`)}); err != nil {
+		t.Fatal(err)
+	}
+	out4, err := b.engine(t).Run(ctx, task.ID, 0)
+	if err != nil || out4.Status != graph.StatusSucceeded {
+		t.Fatalf("final run: %+v %v", out4, err)
+	}
+
+	snap, err := b.store.Load(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s counterState
+	if err := json.Unmarshal(snap.Checkpoint.State, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Count != 2 || s.Answer != "blue" || len(s.Feedback) != 1 || s.Feedback[0] != "more" ||
+		strings.Join(s.Notes, ",") != "work,work:2,edited:my draft" {
+		t.Fatalf("final state: %+v", s)
+	}
+	if snap.Task.Status != graph.StatusSucceeded || snap.Task.CompletedAt == nil || len(snap.Task.Result) == 0 {
+		t.Fatalf("task: %+v", snap.Task)
+	}
+	arts, err := b.store.Artifacts(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var versions []string
+	for _, a := range arts {
+		versions = append(versions, fmt.Sprintf("%s@%d(%d)", a.Name, a.Version, a.Iteration))
+	}
+	if got := strings.Join(versions, " "); got != "draft.md@1(1) draft.md@2(2) draft.md@3(2)" {
+		t.Fatalf("artifact versions: %s", got)
+	}
+	evs, err := b.store.Events(ctx, task.ID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range evs {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d: seqs must be gap-free from 1", i, e.Seq)
+		}
+	}
+	if evs[0].Type != graph.EventTaskCreated || evs[len(evs)-1].Type != graph.EventTaskCompleted {
+		t.Fatalf("first/last events: %s … %s", evs[0].Type, evs[len(evs)-1].Type)
+	}
+	decs, err := b.store.Decisions(ctx, task.ID)
+	if err != nil || len(decs) != 3 || decs[1].DecidedBy != "ann" {
+		t.Fatalf("decisions: %+v %v", decs, err)
+	}
+	hist, err := b.store.History(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != snap.Checkpoint.Step+1 || hist[0].Reason != "start" || hist[0].Step != 0 {
+		t.Fatalf("history: %+v (step %d)", hist, snap.Checkpoint.Step)
+	}
+}
+
+func TestStoreLeaseLostWritesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	task, err := b.engine(t).Create(ctx, graph.NewTask{Workflow: "counter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another worker took the task over: the fence moved on.
+	if _, err := b.pool.Exec(ctx, "UPDATE tasks SET lease_fence = 7 WHERE id = $1", task.ID); err != nil {
+		t.Fatal(err)
+	}
+	before := b.counts(t)
+	_, err = b.engine(t).Run(ctx, task.ID, 0)
+	if !errors.Is(err, graph.ErrLeaseLost) {
+		t.Fatalf("run with stale fence: got %v, want ErrLeaseLost", err)
+	}
+	if after := b.counts(t); after != before {
+		t.Fatalf("stale writer changed rows: %s → %s", before, after)
+	}
+	out, err := b.engine(t).Run(ctx, task.ID, 7)
+	if err != nil || out.Status != graph.StatusWaiting || out.Interrupt.Kind != "question" {
+		t.Fatalf("run with the current fence: %+v %v", out, err)
+	}
+}
+
+func TestStoreBadInputChangesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	e := b.engine(t)
+	t1, err := e.Create(ctx, graph.NewTask{Workflow: "counter", Options: json.RawMessage(`{"gates":{}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t2, err := e.Create(ctx, graph.NewTask{Workflow: "counter", Options: json.RawMessage(`{"gates":{}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o1, err := e.Run(ctx, t1.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Run(ctx, t2.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	before := b.counts(t)
+	cases := []struct {
+		name  string
+		call  func() error
+		check func(error) bool
+	}{
+		{"UnknownWorkflow", func() error { _, err := e.Create(ctx, graph.NewTask{Workflow: "nope"}); return err },
+			func(err error) bool { return errors.Is(err, graph.ErrUnknownWorkflow) && strings.Contains(err.Error(), `"nope"`) }},
+		{"BadOptions", func() error {
+			_, err := e.Create(ctx, graph.NewTask{Workflow: "counter", Options: json.RawMessage(`{"gates":3}`)})
+			return err
+		}, func(err error) bool {
+			var v *graph.ValidationError
+			return errors.As(err, &v) && v.Field == "options"
+		}},
+		{"InterruptOfAnotherTask", func() error {
+			_, err := e.Decide(ctx, t2.ID, graph.DecisionInput{InterruptID: o1.Interrupt.ID, Action: "approve"})
+			return err
+		}, func(err error) bool { return errors.Is(err, graph.ErrInterruptNotFound) }},
+		{"EmptyFeedbackOnReject", func() error {
+			_, err := e.Decide(ctx, t1.ID, graph.DecisionInput{InterruptID: o1.Interrupt.ID, Action: "reject", Feedback: "  "})
+			return err
+		}, func(err error) bool {
+			var v *graph.ValidationError
+			return errors.As(err, &v) && v.Field == "feedback"
+		}},
+		{"UnknownAction", func() error {
+			_, err := e.Decide(ctx, t1.ID, graph.DecisionInput{InterruptID: o1.Interrupt.ID, Action: "maybe"})
+			return err
+		}, func(err error) bool {
+			var v *graph.ValidationError
+			return errors.As(err, &v) && v.Field == "action"
+		}},
+		{"MalformedInterruptID", func() error {
+			_, err := e.Decide(ctx, t1.ID, graph.DecisionInput{InterruptID: "not-a-uuid", Action: "approve"})
+			return err
+		}, func(err error) bool {
+			var v *graph.ValidationError
+			return errors.As(err, &v) && v.Field == "interrupt_id"
+		}},
+		{"UnknownTask", func() error { _, err := e.Run(ctx, graph.NewID(), 0); return err },
+			func(err error) bool { return errors.Is(err, graph.ErrTaskNotFound) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			if err == nil || !tc.check(err) {
+				t.Fatalf("got %v", err)
+			}
+		})
+	}
+	if after := b.counts(t); after != before {
+		t.Fatalf("bad input changed rows: %s → %s", before, after)
+	}
+}
+
+func TestStoreMalformedStateIsTypedError(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	task, err := b.engine(t).Create(ctx, graph.NewTask{Workflow: "counter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(ctx, `UPDATE workflow_checkpoints SET state = '{"count": "three"}' WHERE task_id = $1`, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	before := b.counts(t)
+	_, err = b.engine(t).Run(ctx, task.ID, 0)
+	var se *graph.StateError
+	if !errors.As(err, &se) || se.TaskID != task.ID {
+		t.Fatalf("got %v, want StateError", err)
+	}
+	if after := b.counts(t); after != before {
+		t.Fatalf("rows changed: %s → %s", before, after)
+	}
+}
+
+func TestStoreConcurrentDecisionsOneWins(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	e := b.engine(t)
+	task, err := e.Create(ctx, graph.NewTask{Workflow: "counter", Options: json.RawMessage(`{"gates":{}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.Run(ctx, task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins, conflicts := 0, 0
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := b.engine(t).Decide(ctx, task.ID, graph.DecisionInput{InterruptID: out.Interrupt.ID, Action: "approve", DecidedBy: fmt.Sprint(i)})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				wins++
+			case errors.Is(err, graph.ErrConflict):
+				conflicts++
+			default:
+				t.Errorf("decision %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins != 1 || conflicts != 19 {
+		t.Fatalf("wins=%d conflicts=%d, want 1 and 19", wins, conflicts)
+	}
+	if n := b.count(t, "decisions"); n != 1 {
+		t.Fatalf("%d decision rows", n)
+	}
+}
