@@ -5,14 +5,15 @@ VALUES (@id, @workflow, @title, @input, @options, @status, @current_node, @creat
 -- name: TaskGet :one
 SELECT * FROM tasks WHERE id = @id;
 
--- TaskCommitEvents is the heart of a commit: it checks the writer's fence
--- (gatehouse_lock_task raises GH409 when the lease is lost, aborting the
--- transaction), moves the task, and appends the events with gap-free seqs
--- taken from tasks.event_seq — in one statement.
--- name: TaskCommitEvents :many
-WITH lock AS (
-    SELECT gatehouse_lock_task(@id::uuid, @fence::bigint) AS fence
-), t AS (
+-- TaskCommit is a node run's whole commit in one statement: the fenced
+-- update of the task, its events with gap-free seqs taken from
+-- tasks.event_seq, and (when save_checkpoint) the upsert of the current
+-- checkpoint with its copy in the history. A commit always carries at least
+-- one event; when the fenced update matches nothing, the first seq calls
+-- gatehouse_lease_lost, which raises and aborts the transaction, so a
+-- writer that lost its lease writes nothing at all.
+-- name: TaskCommit :many
+WITH t AS (
     UPDATE tasks
     SET status       = @status,
         current_node = @current_node,
@@ -21,15 +22,41 @@ WITH lock AS (
         event_seq    = tasks.event_seq + cardinality(@types::text[]),
         updated_at   = now(),
         completed_at = CASE WHEN @status::text IN ('succeeded', 'failed', 'cancelled') THEN now() END
-    FROM lock
-    WHERE tasks.id = @id::uuid
+    WHERE tasks.id = @id::uuid AND tasks.lease_fence = @fence::bigint
     RETURNING tasks.event_seq
+), cp AS (
+    INSERT INTO workflow_checkpoints AS w (task_id, state, last_node_id, updated_at, step, next_node_id, iterations,
+                                           answers, pending_interrupt_id)
+    SELECT @id::uuid, @state::jsonb, @last_node_id::text, @cp_updated_at::timestamptz, @step::int,
+           @next_node_id::text, @iterations::jsonb, @answers::jsonb, sqlc.narg(pending_interrupt_id)::uuid
+    WHERE @save_checkpoint::bool
+    ON CONFLICT (task_id) DO UPDATE
+        SET state                = EXCLUDED.state,
+            last_node_id         = EXCLUDED.last_node_id,
+            updated_at           = EXCLUDED.updated_at,
+            step                 = EXCLUDED.step,
+            next_node_id         = EXCLUDED.next_node_id,
+            iterations           = EXCLUDED.iterations,
+            answers              = EXCLUDED.answers,
+            pending_interrupt_id = EXCLUDED.pending_interrupt_id
+    RETURNING w.task_id, w.step, w.last_node_id, w.next_node_id, w.state, w.iterations, w.answers,
+              w.pending_interrupt_id, w.updated_at
+), h AS (
+    INSERT INTO checkpoint_history (task_id, step, reason, last_node_id, next_node_id, state, iterations, answers,
+                                    pending_interrupt_id, created_at)
+    SELECT task_id, step, @reason::text, last_node_id, next_node_id, state, iterations, answers, pending_interrupt_id,
+           updated_at
+    FROM cp
 )
 INSERT INTO task_events (task_id, seq, type, node, iteration, phase, duration_ms, data, created_at)
-SELECT @id::uuid, t.event_seq - cardinality(@types::text[]) + e.ord, e.type, (@nodes::text[])[e.ord],
-       (@iterations::int[])[e.ord], (@phases::text[])[e.ord], NULLIF((@durations::bigint[])[e.ord], -1),
+SELECT @id::uuid,
+       CASE WHEN t.event_seq IS NULL THEN gatehouse_lease_lost(@id::uuid, @fence::bigint)
+            ELSE t.event_seq - cardinality(@types::text[]) + e.ord END,
+       e.type, (@nodes::text[])[e.ord],
+       (@iterations_ev::int[])[e.ord], (@phases::text[])[e.ord], NULLIF((@durations::bigint[])[e.ord], -1),
        ((@datas::text[])[e.ord])::jsonb, (@ats::timestamptz[])[e.ord]
-FROM t, unnest(@types::text[]) WITH ORDINALITY AS e(type, ord)
+FROM unnest(@types::text[]) WITH ORDINALITY AS e(type, ord)
+LEFT JOIN t ON true
 RETURNING seq;
 
 -- TaskDecided makes a waiting task runnable and appends its
@@ -44,3 +71,10 @@ INSERT INTO task_events (task_id, seq, type, node, iteration, phase, data, creat
 SELECT @id::uuid, t.event_seq, @type, @node, @iteration, @phase, @data, @created_at
 FROM t
 RETURNING seq;
+
+-- TxAsyncCommit lets the current transaction commit without waiting for its
+-- WAL flush. Only for commits the engine can redo from the previous
+-- checkpoint (a node's start, a retry notice): a database crash may lose
+-- them, never a later synchronous commit, which flushes them too.
+-- name: TxAsyncCommit :exec
+SELECT set_config('synchronous_commit', 'off', true);

@@ -401,6 +401,9 @@ func (x *execution[S]) loop(ctx context.Context, s S, c *Commit) (Outcome, error
 		iteration := x.cp.Iterations[name] + 1
 		c.Status = StatusRunning
 		c.Events = append(c.Events, x.event(EventNodeStarted, name, iteration, nil, nil))
+		// A commit that only announces the node (and applies a recorded
+		// decision) is redone identically after a crash.
+		c.Redoable = c.Reason == "" || c.Reason == "decision"
 		if err := x.save(ctx, c); err != nil {
 			return Outcome{}, err
 		}
@@ -575,7 +578,7 @@ func (x *execution[S]) runNode(ctx context.Context, n *node[S], s S, iteration i
 			return out, run, err
 		}
 		wait := backoff(n.cfg.retry, attempt)
-		retry := &Commit{Status: StatusRunning, Events: append(run.events, x.event(EventNodeRetrying, n.name, iteration, nil,
+		retry := &Commit{Status: StatusRunning, Redoable: true, Events: append(run.events, x.event(EventNodeRetrying, n.name, iteration, nil,
 			map[string]any{"error": err.Error(), "attempt": attempt, "next_attempt": attempt + 1, "backoff_ms": wait.Milliseconds()}))}
 		if err := x.save(ctx, retry); err != nil {
 			return s, run, err

@@ -216,6 +216,12 @@ type Commit struct {
 	Events    []Event
 	Artifacts []Artifact
 	Raise     *Interrupt
+
+	// Redoable marks a commit the engine would redo identically from the
+	// previous checkpoint and the recorded decisions (a node's start, a
+	// retry notice). A Checkpointer may make it durable lazily: it must
+	// never become durable after a later commit of the same task.
+	Redoable bool
 }
 
 // Checkpointer persists tasks. Implementations must make Commit atomic.

@@ -38,7 +38,7 @@ func NewStore(pool *pgxpool.Pool) *Store {
 // Pool returns the underlying pool.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// SQLSTATEs raised by gatehouse_lock_task.
+// SQLSTATEs raised by gatehouse_lease_lost.
 const (
 	codeLeaseLost    = "GH409"
 	codeTaskNotFound = "GH404"
@@ -122,6 +122,12 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 		return graph.ErrTaskNotFound
 	}
 	b := &pgx.Batch{}
+	if c.Redoable {
+		// WAL is flushed in order: the next synchronous commit of the task
+		// makes this one durable too, and a crash before it loses nothing
+		// the engine does not redo.
+		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxAsyncCommit(ctx) })
+	}
 	if t := c.Create; t != nil {
 		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error {
 			return q.TaskInsert(ctx, dbsqlc.TaskInsertParams{ID: id, Workflow: t.Workflow, Title: t.Title,
@@ -131,27 +137,30 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 	}
 
 	n := len(c.Events)
-	ev := dbsqlc.TaskCommitEventsParams{ID: id, Fence: c.Fence, Status: string(c.Status),
+	if n == 0 {
+		// The fence check rides on the first event's seq (TaskCommitEvents).
+		return fmt.Errorf("commit task %s: a commit needs at least one event", c.TaskID)
+	}
+	p := dbsqlc.TaskCommitParams{ID: id, Fence: c.Fence, Status: string(c.Status),
 		CurrentNode: c.CurrentNode, Result: c.Result, Error: c.Error,
-		Types: make([]string, n), Nodes: make([]string, n), Iterations: make([]int32, n), Phases: make([]string, n),
+		Types: make([]string, n), Nodes: make([]string, n), IterationsEv: make([]int32, n), Phases: make([]string, n),
 		Durations: make([]int64, n), Datas: make([]string, n), Ats: make([]time.Time, n)}
 	for i, e := range c.Events {
-		ev.Types[i], ev.Nodes[i], ev.Iterations[i], ev.Phases[i] = e.Type, e.Node, int32(e.Iteration), e.Phase
-		ev.Durations[i] = -1
+		p.Types[i], p.Nodes[i], p.IterationsEv[i], p.Phases[i] = e.Type, e.Node, int32(e.Iteration), e.Phase
+		p.Durations[i] = -1
 		if e.DurationMS != nil {
-			ev.Durations[i] = *e.DurationMS
+			p.Durations[i] = *e.DurationMS
 		}
-		ev.Datas[i] = string(e.Data)
+		p.Datas[i] = string(e.Data)
 		if len(e.Data) == 0 {
-			ev.Datas[i] = "{}"
+			p.Datas[i] = "{}"
 		}
-		ev.Ats[i] = e.At
+		p.Ats[i] = e.At
 	}
-	events := dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.TaskCommitEvents(ctx, ev); return err })
-
 	if cp := c.Checkpoint; cp != nil {
-		p := dbsqlc.CheckpointSaveParams{Reason: c.Reason, TaskID: id, State: cp.State, LastNodeID: cp.LastNode,
-			UpdatedAt: cp.UpdatedAt, Step: int32(cp.Step), NextNodeID: cp.NextNode}
+		p.SaveCheckpoint, p.Reason = true, c.Reason
+		p.State, p.LastNodeID, p.CpUpdatedAt = cp.State, cp.LastNode, cp.UpdatedAt
+		p.Step, p.NextNodeID = int32(cp.Step), cp.NextNode
 		var err error
 		if p.Iterations, err = json.Marshal(orEmpty(cp.Iterations)); err != nil {
 			return err
@@ -166,8 +175,8 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 			}
 			p.PendingInterruptID = &pid
 		}
-		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.CheckpointSave(ctx, p) })
 	}
+	events := dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.TaskCommit(ctx, p); return err })
 
 	var arts *pgx.QueuedQuery
 	if n := len(c.Artifacts); n > 0 {

@@ -83,60 +83,6 @@ func (q *Queries) CheckpointHistoryList(ctx context.Context, taskID uuid.UUID) (
 	return items, nil
 }
 
-const checkpointSave = `-- name: CheckpointSave :exec
-WITH cp AS (
-    INSERT INTO workflow_checkpoints (task_id, state, last_node_id, updated_at, step, next_node_id, iterations,
-                                      answers, pending_interrupt_id)
-    VALUES ($2, $3, $4, $5, $6, $7, $8, $9,
-            $10)
-    ON CONFLICT (task_id) DO UPDATE
-        SET state                = EXCLUDED.state,
-            last_node_id         = EXCLUDED.last_node_id,
-            updated_at           = EXCLUDED.updated_at,
-            step                 = EXCLUDED.step,
-            next_node_id         = EXCLUDED.next_node_id,
-            iterations           = EXCLUDED.iterations,
-            answers              = EXCLUDED.answers,
-            pending_interrupt_id = EXCLUDED.pending_interrupt_id
-    RETURNING task_id, step, last_node_id, next_node_id, state, iterations, answers, pending_interrupt_id, updated_at
-)
-INSERT INTO checkpoint_history (task_id, step, reason, last_node_id, next_node_id, state, iterations, answers,
-                                pending_interrupt_id, created_at)
-SELECT task_id, step, $1, last_node_id, next_node_id, state, iterations, answers, pending_interrupt_id, updated_at
-FROM cp
-`
-
-type CheckpointSaveParams struct {
-	Reason             string
-	TaskID             uuid.UUID
-	State              json.RawMessage
-	LastNodeID         string
-	UpdatedAt          time.Time
-	Step               int32
-	NextNodeID         string
-	Iterations         json.RawMessage
-	Answers            json.RawMessage
-	PendingInterruptID *uuid.UUID
-}
-
-// CheckpointSave upserts the current checkpoint and appends it to the
-// history in one statement, so the state crosses the wire once.
-func (q *Queries) CheckpointSave(ctx context.Context, arg CheckpointSaveParams) error {
-	_, err := q.db.Exec(ctx, checkpointSave,
-		arg.Reason,
-		arg.TaskID,
-		arg.State,
-		arg.LastNodeID,
-		arg.UpdatedAt,
-		arg.Step,
-		arg.NextNodeID,
-		arg.Iterations,
-		arg.Answers,
-		arg.PendingInterruptID,
-	)
-	return err
-}
-
 const taskSnapshot = `-- name: TaskSnapshot :one
 SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error,
        t.created_by, t.created_at, t.updated_at, t.completed_at, t.lease_fence,

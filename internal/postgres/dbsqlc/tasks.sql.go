@@ -13,65 +13,112 @@ import (
 	"github.com/google/uuid"
 )
 
-const taskCommitEvents = `-- name: TaskCommitEvents :many
-WITH lock AS (
-    SELECT gatehouse_lock_task($1::uuid, $9::bigint) AS fence
-), t AS (
+const taskCommit = `-- name: TaskCommit :many
+WITH t AS (
     UPDATE tasks
     SET status       = $10,
         current_node = $11,
         result       = COALESCE($12::jsonb, tasks.result),
         error        = $13,
-        event_seq    = tasks.event_seq + cardinality($2::text[]),
+        event_seq    = tasks.event_seq + cardinality($3::text[]),
         updated_at   = now(),
         completed_at = CASE WHEN $10::text IN ('succeeded', 'failed', 'cancelled') THEN now() END
-    FROM lock
-    WHERE tasks.id = $1::uuid
+    WHERE tasks.id = $1::uuid AND tasks.lease_fence = $2::bigint
     RETURNING tasks.event_seq
+), cp AS (
+    INSERT INTO workflow_checkpoints AS w (task_id, state, last_node_id, updated_at, step, next_node_id, iterations,
+                                           answers, pending_interrupt_id)
+    SELECT $1::uuid, $14::jsonb, $15::text, $16::timestamptz, $17::int,
+           $18::text, $19::jsonb, $20::jsonb, $21::uuid
+    WHERE $22::bool
+    ON CONFLICT (task_id) DO UPDATE
+        SET state                = EXCLUDED.state,
+            last_node_id         = EXCLUDED.last_node_id,
+            updated_at           = EXCLUDED.updated_at,
+            step                 = EXCLUDED.step,
+            next_node_id         = EXCLUDED.next_node_id,
+            iterations           = EXCLUDED.iterations,
+            answers              = EXCLUDED.answers,
+            pending_interrupt_id = EXCLUDED.pending_interrupt_id
+    RETURNING w.task_id, w.step, w.last_node_id, w.next_node_id, w.state, w.iterations, w.answers,
+              w.pending_interrupt_id, w.updated_at
+), h AS (
+    INSERT INTO checkpoint_history (task_id, step, reason, last_node_id, next_node_id, state, iterations, answers,
+                                    pending_interrupt_id, created_at)
+    SELECT task_id, step, $23::text, last_node_id, next_node_id, state, iterations, answers, pending_interrupt_id,
+           updated_at
+    FROM cp
 )
 INSERT INTO task_events (task_id, seq, type, node, iteration, phase, duration_ms, data, created_at)
-SELECT $1::uuid, t.event_seq - cardinality($2::text[]) + e.ord, e.type, ($3::text[])[e.ord],
-       ($4::int[])[e.ord], ($5::text[])[e.ord], NULLIF(($6::bigint[])[e.ord], -1),
-       (($7::text[])[e.ord])::jsonb, ($8::timestamptz[])[e.ord]
-FROM t, unnest($2::text[]) WITH ORDINALITY AS e(type, ord)
+SELECT $1::uuid,
+       CASE WHEN t.event_seq IS NULL THEN gatehouse_lease_lost($1::uuid, $2::bigint)
+            ELSE t.event_seq - cardinality($3::text[]) + e.ord END,
+       e.type, ($4::text[])[e.ord],
+       ($5::int[])[e.ord], ($6::text[])[e.ord], NULLIF(($7::bigint[])[e.ord], -1),
+       (($8::text[])[e.ord])::jsonb, ($9::timestamptz[])[e.ord]
+FROM unnest($3::text[]) WITH ORDINALITY AS e(type, ord)
+LEFT JOIN t ON true
 RETURNING seq
 `
 
-type TaskCommitEventsParams struct {
-	ID          uuid.UUID
-	Types       []string
-	Nodes       []string
-	Iterations  []int32
-	Phases      []string
-	Durations   []int64
-	Datas       []string
-	Ats         []time.Time
-	Fence       int64
-	Status      string
-	CurrentNode string
-	Result      json.RawMessage
-	Error       string
+type TaskCommitParams struct {
+	ID                 uuid.UUID
+	Fence              int64
+	Types              []string
+	Nodes              []string
+	IterationsEv       []int32
+	Phases             []string
+	Durations          []int64
+	Datas              []string
+	Ats                []time.Time
+	Status             string
+	CurrentNode        string
+	Result             json.RawMessage
+	Error              string
+	State              json.RawMessage
+	LastNodeID         string
+	CpUpdatedAt        time.Time
+	Step               int32
+	NextNodeID         string
+	Iterations         json.RawMessage
+	Answers            json.RawMessage
+	PendingInterruptID *uuid.UUID
+	SaveCheckpoint     bool
+	Reason             string
 }
 
-// TaskCommitEvents is the heart of a commit: it checks the writer's fence
-// (gatehouse_lock_task raises GH409 when the lease is lost, aborting the
-// transaction), moves the task, and appends the events with gap-free seqs
-// taken from tasks.event_seq — in one statement.
-func (q *Queries) TaskCommitEvents(ctx context.Context, arg TaskCommitEventsParams) ([]int64, error) {
-	rows, err := q.db.Query(ctx, taskCommitEvents,
+// TaskCommit is a node run's whole commit in one statement: the fenced
+// update of the task, its events with gap-free seqs taken from
+// tasks.event_seq, and (when save_checkpoint) the upsert of the current
+// checkpoint with its copy in the history. A commit always carries at least
+// one event; when the fenced update matches nothing, the first seq calls
+// gatehouse_lease_lost, which raises and aborts the transaction, so a
+// writer that lost its lease writes nothing at all.
+func (q *Queries) TaskCommit(ctx context.Context, arg TaskCommitParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, taskCommit,
 		arg.ID,
+		arg.Fence,
 		arg.Types,
 		arg.Nodes,
-		arg.Iterations,
+		arg.IterationsEv,
 		arg.Phases,
 		arg.Durations,
 		arg.Datas,
 		arg.Ats,
-		arg.Fence,
 		arg.Status,
 		arg.CurrentNode,
 		arg.Result,
 		arg.Error,
+		arg.State,
+		arg.LastNodeID,
+		arg.CpUpdatedAt,
+		arg.Step,
+		arg.NextNodeID,
+		arg.Iterations,
+		arg.Answers,
+		arg.PendingInterruptID,
+		arg.SaveCheckpoint,
+		arg.Reason,
 	)
 	if err != nil {
 		return nil, err
@@ -188,5 +235,18 @@ func (q *Queries) TaskInsert(ctx context.Context, arg TaskInsertParams) error {
 		arg.CreatedBy,
 		arg.CreatedAt,
 	)
+	return err
+}
+
+const txAsyncCommit = `-- name: TxAsyncCommit :exec
+SELECT set_config('synchronous_commit', 'off', true)
+`
+
+// TxAsyncCommit lets the current transaction commit without waiting for its
+// WAL flush. Only for commits the engine can redo from the previous
+// checkpoint (a node's start, a retry notice): a database crash may lose
+// them, never a later synchronous commit, which flushes them too.
+func (q *Queries) TxAsyncCommit(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, txAsyncCommit)
 	return err
 }

@@ -1,0 +1,185 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/graph/graphtest"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+)
+
+const benchNodes = 10
+
+// BenchmarkPGStep runs the 10-node linear graph on PostgreSQL, one task at
+// a time, and reports the time per node run. Tasks are created before the
+// clock starts: creation is not a step (BenchmarkPGTask includes it).
+func BenchmarkPGStep(b *testing.B) {
+	pool := pgtest.NewPool(b)
+	e, err := graph.NewEngine(postgres.NewStore(pool), []graph.Workflow{graphtest.Linear(benchNodes)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	ids := make([]string, b.N)
+	for i := range ids {
+		t, err := e.Create(ctx, graph.NewTask{Workflow: "linear"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = t.ID
+	}
+	b.ResetTimer()
+	for _, id := range ids {
+		out, err := e.Run(ctx, id, 0)
+		if err != nil || out.Status != graph.StatusSucceeded {
+			b.Fatalf("%+v %v", out, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*benchNodes), "us/step")
+}
+
+// BenchmarkPGTask creates and runs 10-node linear tasks, one at a time.
+func BenchmarkPGTask(b *testing.B) {
+	pool := pgtest.NewPool(b)
+	e, err := graph.NewEngine(postgres.NewStore(pool), []graph.Workflow{graphtest.Linear(benchNodes)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for b.Loop() {
+		t, err := e.Create(ctx, graph.NewTask{Workflow: "linear"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if out, err := e.Run(ctx, t.ID, 0); err != nil || out.Status != graph.StatusSucceeded {
+			b.Fatalf("%+v %v", out, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "us/task")
+}
+
+// BenchmarkPGGateCycle measures raise → decide → next gate on PostgreSQL:
+// one Decide and one Run per cycle.
+func BenchmarkPGGateCycle(b *testing.B) {
+	pool := pgtest.NewPool(b)
+	e, err := graph.NewEngine(postgres.NewStore(pool), []graph.Workflow{graphtest.GateCycle()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	t, err := e.Create(ctx, graph.NewTask{Workflow: "gatecycle", Options: json.RawMessage(`{"gates":{}}`)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := e.Run(ctx, t.ID, 0)
+	if err != nil || out.Interrupt == nil {
+		b.Fatalf("%+v %v", out, err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := e.Decide(ctx, t.ID, graph.DecisionInput{InterruptID: out.Interrupt.ID, Action: graph.ActionApprove}); err != nil {
+			b.Fatal(err)
+		}
+		if out, err = e.Run(ctx, t.ID, 0); err != nil || out.Interrupt == nil {
+			b.Fatalf("%+v %v", out, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "us/cycle")
+}
+
+// BenchmarkFloorUpsert is the physical floor a checkpointed step is
+// compared with: one autocommitted single-row INSERT … ON CONFLICT DO UPDATE
+// of a jsonb state of the same size as the 10-node graph's, on one
+// connection.
+func BenchmarkFloorUpsert(b *testing.B) {
+	pool := pgtest.NewPool(b)
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `CREATE TABLE floor_state (id uuid PRIMARY KEY, state jsonb NOT NULL, updated_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		b.Fatal(err)
+	}
+	state := midRunState(b)
+	id := uuid.New()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := conn.Exec(ctx, `INSERT INTO floor_state (id, state) VALUES ($1, $2)
+			ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, updated_at = now()`, id, state); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "us/op")
+	b.ReportMetric(float64(len(state)), "state_bytes")
+}
+
+// midRunState is the linear graph's state halfway through, as JSON.
+func midRunState(tb testing.TB) json.RawMessage {
+	s := graphtest.LinearState{Path: []string{}, Notes: map[string]string{}}
+	for i := 1; i <= benchNodes/2; i++ {
+		name := fmt.Sprintf("n%d", i)
+		s.Count++
+		s.Path = append(s.Path, name)
+		s.Notes[name] = fmt.Sprintf("visited at step %d", i)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// BenchmarkPGStepVsFloor interleaves the two measurements the target is
+// stated in — a 10-node task run one at a time, then ten floor upserts on
+// one connection — so that both see the same fsync regime of the machine,
+// and reports their ratio.
+func BenchmarkPGStepVsFloor(b *testing.B) {
+	pool := pgtest.NewPool(b)
+	e, err := graph.NewEngine(postgres.NewStore(pool), []graph.Workflow{graphtest.Linear(benchNodes)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `CREATE TABLE floor_state (id uuid PRIMARY KEY, state jsonb NOT NULL, updated_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		b.Fatal(err)
+	}
+	state, id := midRunState(b), uuid.New()
+	var stepTime, floorTime time.Duration
+	for b.Loop() {
+		t, err := e.Create(ctx, graph.NewTask{Workflow: "linear"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if out, err := e.Run(ctx, t.ID, 0); err != nil || out.Status != graph.StatusSucceeded {
+			b.Fatalf("%+v %v", out, err)
+		}
+		stepTime += time.Since(start)
+		start = time.Now()
+		for range benchNodes {
+			if _, err := conn.Exec(ctx, `INSERT INTO floor_state (id, state) VALUES ($1, $2)
+				ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, updated_at = now()`, id, state); err != nil {
+				b.Fatal(err)
+			}
+		}
+		floorTime += time.Since(start)
+	}
+	steps := float64(b.N * benchNodes)
+	b.ReportMetric(float64(stepTime.Microseconds())/steps, "us/step")
+	b.ReportMetric(float64(floorTime.Microseconds())/steps, "floor_us/op")
+	b.ReportMetric(float64(stepTime)/float64(floorTime), "ratio")
+}
