@@ -263,7 +263,9 @@ func TestStoreBadInputChangesNothing(t *testing.T) {
 		check func(error) bool
 	}{
 		{"UnknownWorkflow", func() error { _, err := e.Create(ctx, graph.NewTask{Workflow: "nope"}); return err },
-			func(err error) bool { return errors.Is(err, graph.ErrUnknownWorkflow) && strings.Contains(err.Error(), `"nope"`) }},
+			func(err error) bool {
+				return errors.Is(err, graph.ErrUnknownWorkflow) && strings.Contains(err.Error(), `"nope"`)
+			}},
 		{"BadOptions", func() error {
 			_, err := e.Create(ctx, graph.NewTask{Workflow: "counter", Options: json.RawMessage(`{"gates":3}`)})
 			return err
