@@ -1,10 +1,60 @@
 #!/usr/bin/env bash
-# Runs every benchmark once and prints the summary lines benchmarks emit
-# ("BENCH ..." and "RATIO ..."). The full output is kept in /tmp/bench.out.
+# Runs the benchmarks and prints one figure a line:
+#   BENCH <name>: <value> <unit>
+#   RATIO <name>: <x>
+# Each figure is the median of BENCH_COUNT runs (default 3). Ratios come from
+# benchmarks that measure both sides in the same loop, so that both see the
+# same fsync regime of the machine (it swings between runs).
+# PostgreSQL: DATABASE_URL when set, else the private cluster (scripts/pg.sh).
+# The raw `go test` output is kept in ${BENCH_OUT:-/tmp/gatehouse-bench.out}.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-go test -run '^$' -bench . -count=1 ./... 2>&1 | tee /tmp/bench.out
-echo
-echo "== summary =="
-grep -E '^(BENCH|RATIO) ' /tmp/bench.out || echo "(no BENCH/RATIO lines)"
+count="${BENCH_COUNT:-3}"
+benchtime="${BENCH_TIME:-2s}"
+out="${BENCH_OUT:-/tmp/gatehouse-bench.out}"
+
+if [[ -z "${DATABASE_URL:-}" ]]; then
+	bash scripts/pg.sh start >&2
+fi
+
+# -p 1: packages one after another, so benchmarks do not share the cores.
+go test -p 1 -run '^$' -bench "${BENCH_FILTER:-.}" -benchtime="$benchtime" -count="$count" ./... >"$out" 2>&1 || {
+	cat "$out" >&2
+	exit 1
+}
+
+# name map: Benchmark name + unit → figure name
+awk '
+function median(key,    n, i, j, tmp, arr) {
+	n = split(vals[key], arr, " ")
+	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (arr[j] + 0 < arr[i] + 0) { tmp = arr[i]; arr[i] = arr[j]; arr[j] = tmp }
+	return (n % 2) ? arr[(n + 1) / 2] : (arr[n / 2] + arr[n / 2 + 1]) / 2
+}
+/^Benchmark/ {
+	name = $1; sub(/-[0-9]+$/, "", name)
+	for (i = 3; i + 1 <= NF; i += 2) {
+		key = name "|" $(i + 1)
+		if (!(key in vals)) order[++n] = key
+		vals[key] = vals[key] " " $i
+	}
+}
+END {
+	fig["BenchmarkMemStep|us/step"] = "BENCH mem_step"
+	fig["BenchmarkPGStepVsFloor|us/step"] = "BENCH pg_step"
+	fig["BenchmarkPGStepVsFloor|floor_us/op"] = "BENCH floor_upsert"
+	fig["BenchmarkPGGateCycle|us/cycle"] = "BENCH pg_gate_cycle"
+	fig["BenchmarkPGTask|us/task"] = "BENCH pg_task"
+	fig["BenchmarkFloorUpsert|us/op"] = "BENCH floor_upsert_alone"
+	unit["BenchmarkPGStepVsFloor|floor_us/op"] = "us/op"
+	for (k = 1; k <= n; k++) {
+		key = order[k]
+		if (key in fig) {
+			split(key, p, "|")
+			u = (key in unit) ? unit[key] : p[2]
+			printf "%s: %.2f %s\n", fig[key], median(key), u
+		}
+	}
+	if ("BenchmarkPGStepVsFloor|ratio" in vals)
+		printf "RATIO pg_step_vs_floor: %.2f\n", median("BenchmarkPGStepVsFloor|ratio")
+}' "$out"

@@ -21,6 +21,7 @@ type Workflow interface {
 	Name() string
 	Describe() Description
 	initial(input json.RawMessage, opts Options) (json.RawMessage, error)
+	checkEdit(state json.RawMessage, node, content string) error
 	run(ctx context.Context, e *Engine, snap *Snapshot, fence int64) (Outcome, error)
 }
 
@@ -122,6 +123,8 @@ func (e *Engine) Create(ctx context.Context, nt NewTask) (*Task, error) {
 	}
 	if nt.ID == "" {
 		nt.ID = NewID()
+	} else if !ValidID(nt.ID) {
+		return nil, &ValidationError{Field: "id", Message: "is not a uuid"}
 	}
 	now := e.now()
 	entry := w.Describe().Entry
@@ -194,7 +197,7 @@ func (e *Engine) Decide(ctx context.Context, taskID string, in DecisionInput) (*
 			in.Action, strings.Join(itr.Payload.Actions, ", "))}
 	}
 	in.Feedback = strings.TrimSpace(in.Feedback)
-	text := valueText(in.Value)
+	text := strings.TrimSpace(valueText(in.Value))
 	switch {
 	case in.Action == ActionReject && in.Feedback == "":
 		return nil, &ValidationError{Field: "feedback", Message: "is required to reject"}
@@ -205,6 +208,21 @@ func (e *Engine) Decide(ctx context.Context, taskID string, in DecisionInput) (*
 	}
 	if len(in.Value) > 0 && !json.Valid(in.Value) {
 		return nil, &ValidationError{Field: "value", Message: "is not valid JSON"}
+	}
+	if in.Action == ActionEdit {
+		// An edit the gate would refuse must be refused now, while the
+		// interrupt is still open, not fail the task once it is consumed.
+		snap, err := e.cp.Load(ctx, taskID)
+		if err != nil {
+			return nil, err
+		}
+		w, err := e.Workflow(snap.Task.Workflow)
+		if err != nil {
+			return nil, err
+		}
+		if err := w.checkEdit(snap.Checkpoint.State, itr.Node, valueText(in.Value)); err != nil {
+			return nil, &ValidationError{Field: "value", Message: err.Error()}
+		}
 	}
 	d := &Decision{InterruptID: itr.ID, TaskID: taskID, Action: in.Action, Feedback: in.Feedback,
 		Value: in.Value, DecidedBy: in.DecidedBy}
@@ -269,6 +287,19 @@ func (g *Graph[S]) initial(input json.RawMessage, opts Options) (json.RawMessage
 		return nil, fmt.Errorf("workflow %s: marshal initial state: %w", g.name, err)
 	}
 	return b, nil
+}
+
+func (g *Graph[S]) checkEdit(state json.RawMessage, node, content string) error {
+	n := g.nodes[node]
+	if n == nil || n.gate == nil || n.gate.OnEdit == nil {
+		return fmt.Errorf("node %q does not accept edits", node)
+	}
+	var s S
+	if err := json.Unmarshal(state, &s); err != nil {
+		return fmt.Errorf("stored state is unreadable: %w", err)
+	}
+	_, err := n.gate.OnEdit(s, content)
+	return err
 }
 
 func (g *Graph[S]) run(ctx context.Context, e *Engine, snap *Snapshot, fence int64) (Outcome, error) {

@@ -1,0 +1,174 @@
+// Package config reads Gatehouse's settings from the environment once, in
+// main, and validates them as a whole (SPEC §6).
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is every setting of the binary.
+type Config struct {
+	DatabaseURL    string
+	Addr           string
+	Workers        int
+	LeaseTTL       time.Duration
+	BootstrapToken string
+	AdminPassword  string
+	ShutdownGrace  time.Duration
+	LogLevel       string
+	LogFormat      string
+
+	LLM LLM
+}
+
+// LLM selects and configures the language-model provider.
+type LLM struct {
+	Provider   string
+	ScriptFile string
+
+	OllamaBaseURL   string
+	OllamaModel     string
+	OllamaTemp      float64
+	OllamaTimeout   time.Duration
+	OllamaMaxTurns  int
+	OpenAIBaseURL   string
+	OpenAIAPIKey    string
+	OpenAIModel     string
+	OpenAITimeout   time.Duration
+	OpenAIMaxTokens int
+}
+
+// Var documents one environment variable (for --help).
+type Var struct {
+	Name, Default, Meaning string
+}
+
+// Vars lists the environment variables Load reads.
+var Vars = []Var{
+	{"DATABASE_URL", "(private cluster with `make run`)", "PostgreSQL connection string"},
+	{"GATEHOUSE_ADDR", "127.0.0.1:8080", "listen address"},
+	{"GATEHOUSE_WORKERS", "8", "concurrent task executors on this replica"},
+	{"GATEHOUSE_LEASE_TTL", "15s", "lease length; a dead replica's tasks move after this"},
+	{"GATEHOUSE_SHUTDOWN_GRACE", "10s", "how long node runs in flight may finish on shutdown"},
+	{"GATEHOUSE_BOOTSTRAP_TOKEN", "unset", "an admin API token with this value (principal \"bootstrap\")"},
+	{"GATEHOUSE_ADMIN_PASSWORD", "unset", "password of the admin user"},
+	{"GATEHOUSE_LOG_LEVEL", "info", "debug, info, warn or error"},
+	{"GATEHOUSE_LOG_FORMAT", "text", "text or json"},
+	{"LLM_PROVIDER", "scripted", "scripted (offline), ollama or openai"},
+	{"LLM_SCRIPT_FILE", "unset", "JSON file of canned replies per role for the scripted provider"},
+	{"OLLAMA_BASE_URL", "http://localhost:11434", "Ollama server"},
+	{"OLLAMA_MODEL_NAME", "mistral:latest", "Ollama model"},
+	{"OLLAMA_TEMPERATURE", "0.7", "sampling temperature"},
+	{"OLLAMA_REQUEST_TIMEOUT", "30", "timeout of one Ollama request (seconds, or a duration such as 45s)"},
+	{"OLLAMA_MAX_TURNS", "5", "default max turns of the slogan workflow"},
+	{"OPENAI_BASE_URL", "https://api.openai.com/v1", "OpenAI-compatible server"},
+	{"OPENAI_API_KEY", "unset", "API key"},
+	{"OPENAI_MODEL", "gpt-4o-mini", "model"},
+}
+
+// Load reads the configuration through getenv and validates it. The error
+// names every bad variable.
+func Load(getenv func(string) string) (Config, error) {
+	var errs []error
+	str := func(name, def string) string {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			return v
+		}
+		return def
+	}
+	integer := func(name string, def, min int) int {
+		v := str(name, "")
+		if v == "" {
+			return def
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < min {
+			errs = append(errs, fmt.Errorf("%s=%q: want an integer ≥ %d", name, v, min))
+			return def
+		}
+		return n
+	}
+	duration := func(name string, def time.Duration) time.Duration {
+		v := str(name, "")
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a positive duration such as 15s", name, v))
+			return def
+		}
+		return d
+	}
+	// seconds reads seed 004's plain number of seconds, or a Go duration.
+	seconds := func(name string, def time.Duration) time.Duration {
+		v := str(name, "")
+		if n, err := strconv.ParseFloat(v, 64); err == nil && n > 0 {
+			return time.Duration(n * float64(time.Second))
+		}
+		return duration(name, def)
+	}
+	float := func(name string, def float64) float64 {
+		v := str(name, "")
+		if v == "" {
+			return def
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: want a number", name, v))
+			return def
+		}
+		return f
+	}
+	c := Config{
+		DatabaseURL:    str("DATABASE_URL", ""),
+		Addr:           str("GATEHOUSE_ADDR", "127.0.0.1:8080"),
+		Workers:        integer("GATEHOUSE_WORKERS", 8, 1),
+		LeaseTTL:       duration("GATEHOUSE_LEASE_TTL", 15*time.Second),
+		ShutdownGrace:  duration("GATEHOUSE_SHUTDOWN_GRACE", 10*time.Second),
+		BootstrapToken: getenv("GATEHOUSE_BOOTSTRAP_TOKEN"),
+		AdminPassword:  getenv("GATEHOUSE_ADMIN_PASSWORD"),
+		LogLevel:       strings.ToLower(str("GATEHOUSE_LOG_LEVEL", "info")),
+		LogFormat:      strings.ToLower(str("GATEHOUSE_LOG_FORMAT", "text")),
+		LLM: LLM{
+			Provider:       strings.ToLower(str("LLM_PROVIDER", "scripted")),
+			ScriptFile:     str("LLM_SCRIPT_FILE", ""),
+			OllamaBaseURL:  strings.TrimRight(str("OLLAMA_BASE_URL", "http://localhost:11434"), "/"),
+			OllamaModel:    str("OLLAMA_MODEL_NAME", "mistral:latest"),
+			OllamaTemp:     float("OLLAMA_TEMPERATURE", 0.7),
+			OllamaTimeout:  seconds("OLLAMA_REQUEST_TIMEOUT", 30*time.Second),
+			OllamaMaxTurns: integer("OLLAMA_MAX_TURNS", 5, 1),
+			OpenAIBaseURL:  strings.TrimRight(str("OPENAI_BASE_URL", "https://api.openai.com/v1"), "/"),
+			OpenAIAPIKey:   getenv("OPENAI_API_KEY"),
+			OpenAIModel:    str("OPENAI_MODEL", "gpt-4o-mini"),
+			OpenAITimeout:  120 * time.Second,
+		},
+	}
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		errs = append(errs, fmt.Errorf("GATEHOUSE_ADDR=%q: want host:port", c.Addr))
+	}
+	switch c.LLM.Provider {
+	case "scripted", "ollama", "openai":
+	default:
+		errs = append(errs, fmt.Errorf("LLM_PROVIDER=%q: want scripted, ollama or openai", c.LLM.Provider))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("GATEHOUSE_LOG_LEVEL=%q: want debug, info, warn or error", c.LogLevel))
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("GATEHOUSE_LOG_FORMAT=%q: want text or json", c.LogFormat))
+	}
+	if c.BootstrapToken != "" && len(c.BootstrapToken) < 16 {
+		errs = append(errs, errors.New("GATEHOUSE_BOOTSTRAP_TOKEN: want at least 16 characters"))
+	}
+	return c, errors.Join(errs...)
+}

@@ -1,0 +1,166 @@
+package feature
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+)
+
+// DefaultReplies returns a well-formed reply per role for a feature
+// request: YAML that passes the validators for analyze, requirements,
+// research and plan, Markdown for implement and merge. The stub executor
+// of the tests and the scripted LLM serve them.
+func DefaultReplies(description string) map[string]string {
+	out := make(map[string]string, 6)
+	for _, r := range Roles() {
+		out[r] = DefaultReply(r, description)
+	}
+	return out
+}
+
+// DefaultReply is DefaultReplies(description)[role], or "" for a role that
+// is not one of the workflow's.
+func DefaultReply(role, description string) string {
+	desc := strings.TrimSpace(description)
+	if desc == "" {
+		desc = "A new feature."
+	}
+	name := Slug(desc)
+	switch role {
+	case RoleAnalyze:
+		return marshal(struct {
+			Name         string   `yaml:"name"`
+			Summary      string   `yaml:"summary"`
+			Technologies []string `yaml:"technologies"`
+			Complexity   string   `yaml:"complexity"`
+		}{name, firstSentence(desc, 300), []string{"Go", "PostgreSQL", "htmx"}, "medium"})
+	case RoleRequirements:
+		type req struct {
+			ID          string `yaml:"id"`
+			Description string `yaml:"description"`
+		}
+		return marshal(struct {
+			Requirements       []req    `yaml:"requirements"`
+			AcceptanceCriteria []string `yaml:"acceptanceCriteria"`
+			OpenQuestions      []string `yaml:"openQuestions"`
+		}{
+			[]req{
+				{"FR-1", "The system provides: " + firstSentence(desc, 200)},
+				{"FR-2", "Every change made by the feature is recorded with who made it and when."},
+				{"FR-3", "Invalid input is refused with a message naming the field; nothing is changed."},
+			},
+			[]string{
+				"A user can complete the main flow end to end in the browser.",
+				"The API returns 400 naming the field for invalid input.",
+				"The feature is covered by integration tests against PostgreSQL.",
+			},
+			[]string{},
+		})
+	case RoleResearch:
+		type decision struct {
+			Title        string   `yaml:"title"`
+			Chosen       string   `yaml:"chosen"`
+			Rationale    string   `yaml:"rationale"`
+			Alternatives []string `yaml:"alternatives"`
+		}
+		return marshal(struct {
+			Summary   string     `yaml:"summary"`
+			Decisions []decision `yaml:"decisions"`
+		}{
+			"Build " + name + " inside the existing Go service, storing its data in PostgreSQL.",
+			[]decision{
+				{"Storage", "PostgreSQL tables with a goose migration", "The service already runs on PostgreSQL; one store keeps backups and transactions simple.", []string{"SQLite", "a document store"}},
+				{"API", "JSON endpoints under /api/v1", "Matches the existing API and its error format.", []string{"GraphQL"}},
+				{"UI", "server-rendered templ pages with htmx", "No build step; consistent with the rest of the UI.", []string{"a single-page app"}},
+			},
+		})
+	case RolePlan:
+		type task struct {
+			ID          string   `yaml:"id"`
+			Title       string   `yaml:"title"`
+			Description string   `yaml:"description"`
+			DependsOn   []string `yaml:"dependsOn"`
+		}
+		type phase struct {
+			ID          string `yaml:"id"`
+			Name        string `yaml:"name"`
+			Description string `yaml:"description"`
+			Tasks       []task `yaml:"tasks"`
+		}
+		return marshal(struct {
+			Summary string  `yaml:"summary"`
+			Phases  []phase `yaml:"phases"`
+		}{
+			"Two phases: the data model and API first, then the UI and its tests.",
+			[]phase{
+				{"phase-1", "Foundation", "Schema, queries and API.", []task{
+					{"task-1", "Add the migration and sqlc queries", "Tables, indexes and generated code.", []string{}},
+					{"task-2", "Add the API endpoints", "Handlers with input validation and errors.", []string{"task-1"}},
+				}},
+				{"phase-2", "Experience", "UI and end-to-end tests.", []task{
+					{"task-3", "Add the templ pages", "Forms and live updates with htmx.", []string{"task-2"}},
+					{"task-4", "Add integration and browser tests", "PostgreSQL-backed tests and chromedp flows.", []string{"task-3"}},
+				}},
+			},
+		})
+	case RoleImplement:
+		return fmt.Sprintf(`# Implementation of %s
+
+## task-1: migration and queries
+- Added the migration and the sqlc queries; regenerated code.
+
+## task-2: API endpoints
+- Added the handlers with validation; errors name the field.
+
+## task-3: pages
+- Added the templ pages with htmx live updates.
+
+## task-4: tests
+- Added integration tests against PostgreSQL and a chromedp flow.
+
+All tests pass.
+`, name)
+	case RoleMerge:
+		return fmt.Sprintf(`# Merge: %s
+
+## Summary
+%s
+
+## Changes
+- Migration, queries, API endpoints, pages and tests (see implementation.md).
+
+## Test evidence
+- go test ./... passes, including the PostgreSQL integration tests.
+
+## Risks and rollback
+- The migration is additive; roll back by reverting the merge and running migrate down.
+`, name, firstSentence(desc, 300))
+	}
+	return ""
+}
+
+// Slug turns text into a short kebab-case name (at most six words).
+func Slug(text string) string {
+	words := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	})
+	if len(words) > 6 {
+		words = words[:6]
+	}
+	if len(words) == 0 {
+		return "feature"
+	}
+	return strings.Join(words, "-")
+}
+
+func firstSentence(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if i := strings.IndexAny(s, ".!?"); i > 0 {
+		s = s[:i+1]
+	}
+	if len(s) > max {
+		s, _ = cut(s, max)
+		s += "…"
+	}
+	return s
+}

@@ -1,0 +1,114 @@
+package feature
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+)
+
+// The agent roles of the feature workflow (SPEC §9), one per producer node.
+const (
+	RoleAnalyze      = "feature.analyze"
+	RoleRequirements = "feature.requirements"
+	RoleResearch     = "feature.research"
+	RolePlan         = "feature.plan"
+	RoleImplement    = "feature.implement"
+	RoleMerge        = "feature.merge"
+)
+
+// Roles lists the agent roles in graph order.
+func Roles() []string {
+	return []string{RoleAnalyze, RoleRequirements, RoleResearch, RolePlan, RoleImplement, RoleMerge}
+}
+
+// Executor runs one agent call. It is the seam an LLM-backed (or scripted,
+// or stub) implementation plugs into. Each producer node run makes exactly
+// one call; validators make none. Implementations must honour ctx (the node's
+// timeout and the task's cancellation) and be safe for concurrent use.
+type Executor interface {
+	Execute(ctx context.Context, req Request) (Reply, error)
+}
+
+// ExecutorFunc adapts a function to Executor.
+type ExecutorFunc func(ctx context.Context, req Request) (Reply, error)
+
+// Execute implements Executor.
+func (f ExecutorFunc) Execute(ctx context.Context, req Request) (Reply, error) { return f(ctx, req) }
+
+// Request is one agent call.
+type Request struct {
+	// Role is the agent role, e.g. "feature.requirements".
+	Role string
+	// Prompt is the full prompt text.
+	Prompt string
+	// TaskID and Iteration identify the node run making the call (a
+	// scripted executor keys its canned replies per task).
+	TaskID    string
+	Iteration int
+}
+
+// Reply is an agent's answer.
+type Reply struct {
+	Text         string
+	Model        string
+	PromptTokens int
+	ReplyTokens  int
+	// Duration of the call; when zero the node measures it.
+	Duration time.Duration
+}
+
+// MaxEventText is where the prompt and the reply are cut in an llm.call event.
+const MaxEventText = 64 << 10
+
+// cut shortens s to at most n bytes without splitting a UTF-8 sequence.
+func cut(s string, n int) (string, bool) {
+	if len(s) <= n {
+		return s, false
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i], true
+}
+
+// call makes the node run's one executor call and records it as an
+// llm.call event (also when it fails).
+func (w *workflow) call(ctx context.Context, run *graph.NodeRun, role, prompt string) (Reply, error) {
+	req := Request{Role: role, Prompt: prompt, TaskID: run.TaskID, Iteration: run.Iteration}
+	start := time.Now()
+	rep, err := w.exec.Execute(ctx, req)
+	dur := rep.Duration
+	if dur <= 0 {
+		dur = time.Since(start)
+	}
+	p, pCut := cut(prompt, MaxEventText)
+	r, rCut := cut(rep.Text, MaxEventText)
+	data := map[string]any{
+		"role": role, "model": rep.Model, "prompt": p, "reply": r,
+		"duration_ms": dur.Milliseconds(), "prompt_tokens": rep.PromptTokens, "reply_tokens": rep.ReplyTokens,
+		"attempt": run.Attempt,
+	}
+	if pCut {
+		data["prompt_truncated"] = true
+	}
+	if rCut {
+		data["reply_truncated"] = true
+	}
+	if err != nil {
+		data["error"] = err.Error()
+	}
+	run.Event(graph.EventLLMCall, data)
+	if err != nil {
+		return rep, fmt.Errorf("%s: %s call failed: %w", run.Node, role, err)
+	}
+	if strings.TrimSpace(rep.Text) == "" {
+		// Worth another try: a model's empty answer is usually a hiccup.
+		return rep, fmt.Errorf("%s: %s returned an empty reply", run.Node, role)
+	}
+	return rep, nil
+}
