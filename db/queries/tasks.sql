@@ -16,12 +16,15 @@ SELECT * FROM tasks WHERE id = @id;
 WITH t AS (
     UPDATE tasks
     SET status       = @status,
-        current_node = @current_node,
+        current_node = COALESCE(NULLIF(@current_node::text, ''), tasks.current_node),
         result       = COALESCE(sqlc.narg(result)::jsonb, tasks.result),
         error        = @error,
         event_seq    = tasks.event_seq + cardinality(@types::text[]),
         updated_at   = now(),
-        completed_at = CASE WHEN @status::text IN ('succeeded', 'failed', 'cancelled') THEN now() END
+        completed_at = CASE WHEN @status::text IN ('succeeded', 'failed', 'cancelled') THEN now() END,
+        -- leaving the running status hands the lease back
+        lease_owner      = CASE WHEN @status::text = 'running' THEN tasks.lease_owner END,
+        lease_expires_at = CASE WHEN @status::text = 'running' THEN tasks.lease_expires_at END
     WHERE tasks.id = @id::uuid AND tasks.lease_fence = @fence::bigint
     RETURNING tasks.event_seq
 ), cp AS (
@@ -57,6 +60,80 @@ SELECT @id::uuid,
        ((@datas::text[])[e.ord])::jsonb, (@ats::timestamptz[])[e.ord]
 FROM unnest(@types::text[]) WITH ORDINALITY AS e(type, ord)
 LEFT JOIN t ON true
+RETURNING seq;
+
+-- TaskNotifyEvents announces the events a transaction appended, as
+-- "<task id>:<first seq>:<last seq>", to every replica's listener. NOTIFY
+-- is delivered at commit, in commit order.
+-- name: TaskNotifyEvents :exec
+SELECT pg_notify('gatehouse_events', format('%s:%s:%s', id, event_seq - sqlc.arg(n)::bigint + 1, event_seq))
+FROM tasks WHERE id = sqlc.arg(id)::uuid;
+
+-- TaskNotifyRunnable wakes the workers of every replica for a task.
+-- name: TaskNotifyRunnable :exec
+SELECT pg_notify('gatehouse_runnable', sqlc.arg(id)::uuid::text);
+
+-- TaskClaim takes up to max runnable tasks for owner: queued ones, and
+-- running ones whose lease expired (their worker died). The fence moves on,
+-- so a worker that still believes it holds the lease can write nothing.
+-- name: TaskClaim :many
+UPDATE tasks
+SET status           = 'running',
+    lease_owner      = sqlc.arg(owner)::text,
+    lease_expires_at = now() + sqlc.arg(ttl_seconds)::float8 * interval '1 second',
+    lease_fence      = lease_fence + 1
+WHERE id IN (
+    SELECT c.id FROM tasks c
+    WHERE c.status = 'queued'
+       OR (c.status = 'running' AND (c.lease_expires_at IS NULL OR c.lease_expires_at < now()))
+    ORDER BY c.created_at
+    LIMIT sqlc.arg(max_tasks)::int
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING id, lease_fence;
+
+-- name: TaskHeartbeat :execrows
+UPDATE tasks SET lease_expires_at = now() + sqlc.arg(ttl_seconds)::float8 * interval '1 second'
+WHERE id = sqlc.arg(id) AND lease_fence = sqlc.arg(fence) AND status = 'running';
+
+-- TaskRelease hands a lease back early (shutdown): the task is runnable at once.
+-- name: TaskRelease :execrows
+UPDATE tasks SET lease_owner = NULL, lease_expires_at = now() - interval '1 second'
+WHERE id = @id AND lease_fence = @fence AND status = 'running';
+
+-- name: TaskNextExpiry :one
+SELECT COALESCE(min(lease_expires_at), now() + interval '1 hour')::timestamptz FROM tasks WHERE status = 'running';
+
+-- TaskCancel ends a task that has not ended, moving the fence on so that a
+-- worker running it writes nothing more, and appends task.cancelled.
+-- name: TaskCancel :one
+WITH t AS (
+    UPDATE tasks
+    SET status = 'cancelled', lease_fence = lease_fence + 1, lease_owner = NULL, lease_expires_at = NULL,
+        event_seq = event_seq + 1, updated_at = now(), completed_at = now()
+    WHERE id = @id::uuid AND status NOT IN ('succeeded', 'failed', 'cancelled')
+    RETURNING event_seq
+)
+INSERT INTO task_events (task_id, seq, type, data, created_at)
+SELECT @id::uuid, t.event_seq, 'task.cancelled', @data::jsonb, now()
+FROM t
+RETURNING seq;
+
+-- name: InterruptsCancelPending :exec
+UPDATE interrupts SET status = 'cancelled', resolved_at = now() WHERE task_id = @task_id AND status = 'pending';
+
+-- TaskRetry makes a failed task runnable again; it resumes from its last
+-- checkpoint.
+-- name: TaskRetry :one
+WITH t AS (
+    UPDATE tasks
+    SET status = 'queued', error = '', completed_at = NULL, event_seq = event_seq + 1, updated_at = now()
+    WHERE id = @id::uuid AND status = 'failed'
+    RETURNING event_seq, current_node
+)
+INSERT INTO task_events (task_id, seq, type, node, data, created_at)
+SELECT @id::uuid, t.event_seq, 'task.retried', t.current_node, @data::jsonb, now()
+FROM t
 RETURNING seq;
 
 -- TaskDecided makes a waiting task runnable and appends its

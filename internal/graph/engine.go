@@ -156,6 +156,15 @@ func (e *Engine) Run(ctx context.Context, taskID string, fence int64) (Outcome, 
 	return w.run(ctx, e, snap, fence)
 }
 
+// Fail records a failure that happened outside a node run (stored state
+// that cannot be read, a workflow this binary does not know), so the task
+// does not come back forever. fence is the caller's lease fence.
+func (e *Engine) Fail(ctx context.Context, taskID string, fence int64, cause error) error {
+	msg := cause.Error()
+	return e.commit(ctx, &Commit{TaskID: taskID, Fence: fence, Status: StatusFailed, Error: msg,
+		Events: []Event{newEvent(taskID, EventTaskFailed, "", 0, e.now(), nil, map[string]any{"error": msg})}})
+}
+
 // DecisionInput is a human's decision as submitted.
 type DecisionInput struct {
 	InterruptID string

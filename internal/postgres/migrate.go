@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -100,6 +101,29 @@ func checkNotNewer(ctx context.Context, p *goose.Provider) error {
 	}
 	if dbVersion > latest {
 		return fmt.Errorf("%w: database is at migration %d, this binary knows up to %d", ErrSchemaTooNew, dbVersion, latest)
+	}
+	return nil
+}
+
+// Ready reports whether the database answers and carries every migration
+// this binary knows (readiness of a replica).
+func Ready(ctx context.Context, pool *pgxpool.Pool) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := pool.Ping(ctx); err != nil {
+		return fmt.Errorf("database unreachable: %w", err)
+	}
+	p, sqldb, err := provider(pool)
+	if err != nil {
+		return err
+	}
+	defer sqldb.Close()
+	has, err := p.HasPending(ctx)
+	if err != nil {
+		return fmt.Errorf("migration status: %w", err)
+	}
+	if has {
+		return errors.New("migrations pending")
 	}
 	return nil
 }

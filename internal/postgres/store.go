@@ -177,6 +177,12 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 		}
 	}
 	events := dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.TaskCommit(ctx, p); return err })
+	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error {
+		return q.TaskNotifyEvents(ctx, dbsqlc.TaskNotifyEventsParams{ID: id, N: int64(n)})
+	})
+	if c.Create != nil {
+		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TaskNotifyRunnable(ctx, id) })
+	}
 
 	var arts *pgx.QueuedQuery
 	if n := len(c.Artifacts); n > 0 {
@@ -323,6 +329,12 @@ func (s *Store) Decide(ctx context.Context, d *graph.Decision, ev *graph.Event) 
 		Iteration: int32(ev.Iteration), Phase: ev.Phase, Data: data, CreatedAt: ev.At})
 	if err != nil {
 		return fmt.Errorf("decide: task: %w", err)
+	}
+	if err := q.TaskNotifyEvents(ctx, dbsqlc.TaskNotifyEventsParams{ID: tid, N: 1}); err != nil {
+		return fmt.Errorf("decide: notify: %w", err)
+	}
+	if err := q.TaskNotifyRunnable(ctx, tid); err != nil {
+		return fmt.Errorf("decide: notify: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("decide: commit: %w", err)

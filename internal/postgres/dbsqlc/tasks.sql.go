@@ -13,16 +13,107 @@ import (
 	"github.com/google/uuid"
 )
 
+const interruptsCancelPending = `-- name: InterruptsCancelPending :exec
+UPDATE interrupts SET status = 'cancelled', resolved_at = now() WHERE task_id = $1 AND status = 'pending'
+`
+
+func (q *Queries) InterruptsCancelPending(ctx context.Context, taskID uuid.UUID) error {
+	_, err := q.db.Exec(ctx, interruptsCancelPending, taskID)
+	return err
+}
+
+const taskCancel = `-- name: TaskCancel :one
+WITH t AS (
+    UPDATE tasks
+    SET status = 'cancelled', lease_fence = lease_fence + 1, lease_owner = NULL, lease_expires_at = NULL,
+        event_seq = event_seq + 1, updated_at = now(), completed_at = now()
+    WHERE id = $1::uuid AND status NOT IN ('succeeded', 'failed', 'cancelled')
+    RETURNING event_seq
+)
+INSERT INTO task_events (task_id, seq, type, data, created_at)
+SELECT $1::uuid, t.event_seq, 'task.cancelled', $2::jsonb, now()
+FROM t
+RETURNING seq
+`
+
+type TaskCancelParams struct {
+	ID   uuid.UUID
+	Data json.RawMessage
+}
+
+// TaskCancel ends a task that has not ended, moving the fence on so that a
+// worker running it writes nothing more, and appends task.cancelled.
+func (q *Queries) TaskCancel(ctx context.Context, arg TaskCancelParams) (int64, error) {
+	row := q.db.QueryRow(ctx, taskCancel, arg.ID, arg.Data)
+	var seq int64
+	err := row.Scan(&seq)
+	return seq, err
+}
+
+const taskClaim = `-- name: TaskClaim :many
+UPDATE tasks
+SET status           = 'running',
+    lease_owner      = $1::text,
+    lease_expires_at = now() + $2::float8 * interval '1 second',
+    lease_fence      = lease_fence + 1
+WHERE id IN (
+    SELECT c.id FROM tasks c
+    WHERE c.status = 'queued'
+       OR (c.status = 'running' AND (c.lease_expires_at IS NULL OR c.lease_expires_at < now()))
+    ORDER BY c.created_at
+    LIMIT $3::int
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING id, lease_fence
+`
+
+type TaskClaimParams struct {
+	Owner      string
+	TtlSeconds float64
+	MaxTasks   int32
+}
+
+type TaskClaimRow struct {
+	ID         uuid.UUID
+	LeaseFence int64
+}
+
+// TaskClaim takes up to max runnable tasks for owner: queued ones, and
+// running ones whose lease expired (their worker died). The fence moves on,
+// so a worker that still believes it holds the lease can write nothing.
+func (q *Queries) TaskClaim(ctx context.Context, arg TaskClaimParams) ([]TaskClaimRow, error) {
+	rows, err := q.db.Query(ctx, taskClaim, arg.Owner, arg.TtlSeconds, arg.MaxTasks)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []TaskClaimRow{}
+	for rows.Next() {
+		var i TaskClaimRow
+		if err := rows.Scan(&i.ID, &i.LeaseFence); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const taskCommit = `-- name: TaskCommit :many
 WITH t AS (
     UPDATE tasks
     SET status       = $10,
-        current_node = $11,
+        current_node = COALESCE(NULLIF($11::text, ''), tasks.current_node),
         result       = COALESCE($12::jsonb, tasks.result),
         error        = $13,
         event_seq    = tasks.event_seq + cardinality($3::text[]),
         updated_at   = now(),
-        completed_at = CASE WHEN $10::text IN ('succeeded', 'failed', 'cancelled') THEN now() END
+        completed_at = CASE WHEN $10::text IN ('succeeded', 'failed', 'cancelled') THEN now() END,
+        -- leaving the running status hands the lease back
+        lease_owner      = CASE WHEN $10::text = 'running' THEN tasks.lease_owner END,
+        lease_expires_at = CASE WHEN $10::text = 'running' THEN tasks.lease_expires_at END
     WHERE tasks.id = $1::uuid AND tasks.lease_fence = $2::bigint
     RETURNING tasks.event_seq
 ), cp AS (
@@ -206,6 +297,25 @@ func (q *Queries) TaskGet(ctx context.Context, id uuid.UUID) (Task, error) {
 	return i, err
 }
 
+const taskHeartbeat = `-- name: TaskHeartbeat :execrows
+UPDATE tasks SET lease_expires_at = now() + $1::float8 * interval '1 second'
+WHERE id = $2 AND lease_fence = $3 AND status = 'running'
+`
+
+type TaskHeartbeatParams struct {
+	TtlSeconds float64
+	ID         uuid.UUID
+	Fence      int64
+}
+
+func (q *Queries) TaskHeartbeat(ctx context.Context, arg TaskHeartbeatParams) (int64, error) {
+	result, err := q.db.Exec(ctx, taskHeartbeat, arg.TtlSeconds, arg.ID, arg.Fence)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const taskInsert = `-- name: TaskInsert :exec
 INSERT INTO tasks (id, workflow, title, input, options, status, current_node, created_by, created_at, updated_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
@@ -236,6 +346,91 @@ func (q *Queries) TaskInsert(ctx context.Context, arg TaskInsertParams) error {
 		arg.CreatedAt,
 	)
 	return err
+}
+
+const taskNextExpiry = `-- name: TaskNextExpiry :one
+SELECT COALESCE(min(lease_expires_at), now() + interval '1 hour')::timestamptz FROM tasks WHERE status = 'running'
+`
+
+func (q *Queries) TaskNextExpiry(ctx context.Context) (time.Time, error) {
+	row := q.db.QueryRow(ctx, taskNextExpiry)
+	var column_1 time.Time
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
+const taskNotifyEvents = `-- name: TaskNotifyEvents :exec
+SELECT pg_notify('gatehouse_events', format('%s:%s:%s', id, event_seq - $1::bigint + 1, event_seq))
+FROM tasks WHERE id = $2::uuid
+`
+
+type TaskNotifyEventsParams struct {
+	N  int64
+	ID uuid.UUID
+}
+
+// TaskNotifyEvents announces the events a transaction appended, as
+// "<task id>:<first seq>:<last seq>", to every replica's listener. NOTIFY
+// is delivered at commit, in commit order.
+func (q *Queries) TaskNotifyEvents(ctx context.Context, arg TaskNotifyEventsParams) error {
+	_, err := q.db.Exec(ctx, taskNotifyEvents, arg.N, arg.ID)
+	return err
+}
+
+const taskNotifyRunnable = `-- name: TaskNotifyRunnable :exec
+SELECT pg_notify('gatehouse_runnable', $1::uuid::text)
+`
+
+// TaskNotifyRunnable wakes the workers of every replica for a task.
+func (q *Queries) TaskNotifyRunnable(ctx context.Context, id uuid.UUID) error {
+	_, err := q.db.Exec(ctx, taskNotifyRunnable, id)
+	return err
+}
+
+const taskRelease = `-- name: TaskRelease :execrows
+UPDATE tasks SET lease_owner = NULL, lease_expires_at = now() - interval '1 second'
+WHERE id = $1 AND lease_fence = $2 AND status = 'running'
+`
+
+type TaskReleaseParams struct {
+	ID    uuid.UUID
+	Fence int64
+}
+
+// TaskRelease hands a lease back early (shutdown): the task is runnable at once.
+func (q *Queries) TaskRelease(ctx context.Context, arg TaskReleaseParams) (int64, error) {
+	result, err := q.db.Exec(ctx, taskRelease, arg.ID, arg.Fence)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const taskRetry = `-- name: TaskRetry :one
+WITH t AS (
+    UPDATE tasks
+    SET status = 'queued', error = '', completed_at = NULL, event_seq = event_seq + 1, updated_at = now()
+    WHERE id = $1::uuid AND status = 'failed'
+    RETURNING event_seq, current_node
+)
+INSERT INTO task_events (task_id, seq, type, node, data, created_at)
+SELECT $1::uuid, t.event_seq, 'task.retried', t.current_node, $2::jsonb, now()
+FROM t
+RETURNING seq
+`
+
+type TaskRetryParams struct {
+	ID   uuid.UUID
+	Data json.RawMessage
+}
+
+// TaskRetry makes a failed task runnable again; it resumes from its last
+// checkpoint.
+func (q *Queries) TaskRetry(ctx context.Context, arg TaskRetryParams) (int64, error) {
+	row := q.db.QueryRow(ctx, taskRetry, arg.ID, arg.Data)
+	var seq int64
+	err := row.Scan(&seq)
+	return seq, err
 }
 
 const txAsyncCommit = `-- name: TxAsyncCommit :exec

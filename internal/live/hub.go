@@ -1,0 +1,283 @@
+// Package live carries what happens in the database to this replica's
+// subscribers: one dedicated connection LISTENs for task events and
+// runnable tasks (announced with NOTIFY by every replica), fetches each
+// announced range of events once, and fans it out in-process to
+// websockets and workers. Slow subscribers are dropped, never waited for.
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+)
+
+// Channels the hub listens on; the store sends on them.
+const (
+	ChannelEvents   = "gatehouse_events"
+	ChannelRunnable = "gatehouse_runnable"
+)
+
+// EventSource reads committed events of a task in seq order.
+type EventSource interface {
+	Events(ctx context.Context, taskID string, after int64, limit int) ([]graph.Event, error)
+}
+
+// Hub fans events out to subscribers of one replica.
+type Hub struct {
+	connString string
+	src        EventSource
+	log        *slog.Logger
+
+	mu       sync.Mutex
+	byTask   map[string]map[*Sub]struct{}
+	all      map[*Sub]struct{}
+	wake     []func(taskID string)
+	ready    bool
+	readyCh  chan struct{}
+	fetchBuf int
+}
+
+// Sub is one subscription. Events arrive on C in seq order per task. C is
+// closed when the subscriber was too slow, when the hub lost its listening
+// connection (events may have been missed: catch up from the table), or on
+// Close.
+type Sub struct {
+	C      <-chan graph.Event
+	c      chan graph.Event
+	hub    *Hub
+	task   string // "" for every task
+	closed bool
+	// Dropped reports why C was closed by the hub ("slow", "resync"); empty
+	// after Close.
+	Dropped string
+}
+
+// NewHub returns a hub that listens through its own connection to connString.
+func NewHub(connString string, src EventSource, log *slog.Logger) *Hub {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Hub{connString: connString, src: src, log: log, byTask: map[string]map[*Sub]struct{}{},
+		all: map[*Sub]struct{}{}, readyCh: make(chan struct{}), fetchBuf: 256}
+}
+
+// OnRunnable registers f to be called (on the hub's goroutine: keep it
+// short) with the id of each task announced runnable, and with "" after a
+// reconnect, when announcements may have been missed.
+func (h *Hub) OnRunnable(f func(taskID string)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.wake = append(h.wake, f)
+}
+
+// Ready is closed once the hub listens for the first time.
+func (h *Hub) Ready() <-chan struct{} { return h.readyCh }
+
+// Subscribe follows one task's events.
+func (h *Hub) Subscribe(taskID string) *Sub { return h.subscribe(taskID) }
+
+// SubscribeAll follows the events of every task.
+func (h *Hub) SubscribeAll() *Sub { return h.subscribe("") }
+
+func (h *Hub) subscribe(taskID string) *Sub {
+	c := make(chan graph.Event, h.fetchBuf)
+	s := &Sub{C: c, c: c, hub: h, task: taskID}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if taskID == "" {
+		h.all[s] = struct{}{}
+	} else {
+		if h.byTask[taskID] == nil {
+			h.byTask[taskID] = map[*Sub]struct{}{}
+		}
+		h.byTask[taskID][s] = struct{}{}
+	}
+	return s
+}
+
+// Close ends the subscription.
+func (s *Sub) Close() {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	s.hub.drop(s, "")
+}
+
+// drop removes s; h.mu is held.
+func (h *Hub) drop(s *Sub, why string) {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	s.Dropped = why
+	if s.task == "" {
+		delete(h.all, s)
+	} else if m := h.byTask[s.task]; m != nil {
+		delete(m, s)
+		if len(m) == 0 {
+			delete(h.byTask, s.task)
+		}
+	}
+	close(s.c)
+}
+
+// Subscribers counts the open subscriptions.
+func (h *Hub) Subscribers() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := len(h.all)
+	for _, m := range h.byTask {
+		n += len(m)
+	}
+	return n
+}
+
+// Run listens until ctx ends, reconnecting with backoff.
+func (h *Hub) Run(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := h.listen(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		h.log.Warn("event listener lost its connection; reconnecting", "error", err, "backoff", backoff)
+		h.dropAll("resync")
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+	h.dropAll("")
+}
+
+func (h *Hub) listen(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, h.connString)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for _, ch := range []string{ChannelEvents, ChannelRunnable} {
+		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
+			return fmt.Errorf("listen %s: %w", ch, err)
+		}
+	}
+	h.mu.Lock()
+	if !h.ready {
+		h.ready = true
+		close(h.readyCh)
+	}
+	wake := h.wake
+	h.mu.Unlock()
+	// Anything announced while we were not listening is missed: let the
+	// workers look for work.
+	for _, f := range wake {
+		f("")
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		switch n.Channel {
+		case ChannelRunnable:
+			h.mu.Lock()
+			wake := h.wake
+			h.mu.Unlock()
+			for _, f := range wake {
+				f(n.Payload)
+			}
+		case ChannelEvents:
+			h.announce(ctx, n.Payload)
+		}
+	}
+}
+
+// announce handles "<task>:<first>:<last>": fetch the range once, hand it
+// to the task's subscribers and to those of every task.
+func (h *Hub) announce(ctx context.Context, payload string) {
+	task, first, last, err := parsePayload(payload)
+	if err != nil {
+		h.log.Warn("bad event announcement", "payload", payload, "error", err)
+		return
+	}
+	h.mu.Lock()
+	interested := len(h.byTask[task]) > 0 || len(h.all) > 0
+	h.mu.Unlock()
+	if !interested {
+		return
+	}
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	evs, err := h.src.Events(fctx, task, first-1, int(last-first+1))
+	if err != nil {
+		h.log.Warn("fetching announced events", "task", task, "error", err)
+		// Subscribers will notice the gap on their next event and catch up.
+		return
+	}
+	h.Publish(evs)
+}
+
+// Publish hands events to subscribers. Used for announced events, and by
+// tests.
+func (h *Hub) Publish(evs []graph.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ev := range evs {
+		for s := range h.byTask[ev.TaskID] {
+			h.send(s, ev)
+		}
+		for s := range h.all {
+			h.send(s, ev)
+		}
+	}
+}
+
+func (h *Hub) send(s *Sub, ev graph.Event) {
+	if s.closed {
+		return
+	}
+	select {
+	case s.c <- ev:
+	default:
+		h.drop(s, "slow")
+	}
+}
+
+func (h *Hub) dropAll(why string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.all {
+		h.drop(s, why)
+	}
+	for _, m := range h.byTask {
+		for s := range m {
+			h.drop(s, why)
+		}
+	}
+}
+
+func parsePayload(p string) (task string, first, last int64, err error) {
+	parts := strings.Split(p, ":")
+	if len(parts) != 3 || !graph.ValidID(parts[0]) {
+		return "", 0, 0, errors.New("want <task>:<first>:<last>")
+	}
+	if first, err = strconv.ParseInt(parts[1], 10, 64); err != nil {
+		return "", 0, 0, err
+	}
+	if last, err = strconv.ParseInt(parts[2], 10, 64); err != nil {
+		return "", 0, 0, err
+	}
+	if first < 1 || last < first {
+		return "", 0, 0, errors.New("bad seq range")
+	}
+	return parts[0], first, last, nil
+}

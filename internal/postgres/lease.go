@@ -1,0 +1,164 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
+)
+
+// Claim is a task leased to a worker, with the fence its writes must carry.
+type Claim struct {
+	TaskID string
+	Fence  int64
+}
+
+// Claim leases up to max runnable tasks to owner for ttl: queued tasks and
+// running tasks whose lease expired. Concurrent claimers never get the same
+// task (FOR UPDATE SKIP LOCKED).
+func (s *Store) Claim(ctx context.Context, owner string, max int, ttl time.Duration) ([]Claim, error) {
+	rows, err := s.q.TaskClaim(ctx, dbsqlc.TaskClaimParams{Owner: owner, TtlSeconds: ttl.Seconds(), MaxTasks: int32(max)})
+	if err != nil {
+		return nil, fmt.Errorf("claim tasks: %w", err)
+	}
+	out := make([]Claim, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, Claim{TaskID: r.ID.String(), Fence: r.LeaseFence})
+	}
+	return out, nil
+}
+
+// Heartbeat extends a lease. Errors: graph.ErrLeaseLost when the fence
+// moved on or the task left the running status.
+func (s *Store) Heartbeat(ctx context.Context, c Claim, ttl time.Duration) error {
+	id, ok := parseID(c.TaskID)
+	if !ok {
+		return graph.ErrTaskNotFound
+	}
+	n, err := s.q.TaskHeartbeat(ctx, dbsqlc.TaskHeartbeatParams{ID: id, Fence: c.Fence, TtlSeconds: ttl.Seconds()})
+	if err != nil {
+		return fmt.Errorf("heartbeat %s: %w", c.TaskID, err)
+	}
+	if n == 0 {
+		return graph.ErrLeaseLost
+	}
+	return nil
+}
+
+// Release hands a lease back before it expires, so another worker (of any
+// replica) takes the task over at once, and wakes the workers.
+func (s *Store) Release(ctx context.Context, c Claim) error {
+	id, ok := parseID(c.TaskID)
+	if !ok {
+		return graph.ErrTaskNotFound
+	}
+	b := &pgx.Batch{}
+	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error {
+		_, err := q.TaskRelease(ctx, dbsqlc.TaskReleaseParams{ID: id, Fence: c.Fence})
+		return err
+	})
+	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TaskNotifyRunnable(ctx, id) })
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("release %s: %w", c.TaskID, err)
+	}
+	return nil
+}
+
+// NextExpiry is when the earliest lease of a running task expires (an hour
+// from now when none runs): the sweep sleeps until then.
+func (s *Store) NextExpiry(ctx context.Context) (time.Time, error) {
+	t, err := s.q.TaskNextExpiry(ctx)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("next lease expiry: %w", err)
+	}
+	return t, nil
+}
+
+// StatusError is a task in the wrong status for an action (HTTP 409).
+type StatusError struct {
+	TaskID string
+	Status graph.TaskStatus
+	Action string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("cannot %s task %s: it is %s", e.Action, e.TaskID, e.Status)
+}
+
+// Is makes errors.Is(err, graph.ErrConflict) true.
+func (e *StatusError) Is(target error) bool { return target == graph.ErrConflict }
+
+// Cancel ends a task that has not ended: pending interrupts become
+// cancelled, task.cancelled is appended, and the fence moves on so a worker
+// running it writes nothing more. Errors: graph.ErrTaskNotFound,
+// *StatusError.
+func (s *Store) Cancel(ctx context.Context, taskID, actor string) error {
+	id, ok := parseID(taskID)
+	if !ok {
+		return graph.ErrTaskNotFound
+	}
+	data, _ := json.Marshal(map[string]string{"cancelled_by": actor})
+	return s.transition(ctx, taskID, "cancel", func(q *dbsqlc.Queries) error {
+		if _, err := q.TaskCancel(ctx, dbsqlc.TaskCancelParams{ID: id, Data: data}); err != nil {
+			return err
+		}
+		return q.InterruptsCancelPending(ctx, id)
+	}, false)
+}
+
+// Retry makes a failed task runnable again; it resumes from its last
+// checkpoint. Errors: graph.ErrTaskNotFound, *StatusError.
+func (s *Store) Retry(ctx context.Context, taskID, actor string) error {
+	id, ok := parseID(taskID)
+	if !ok {
+		return graph.ErrTaskNotFound
+	}
+	data, _ := json.Marshal(map[string]string{"retried_by": actor})
+	return s.transition(ctx, taskID, "retry", func(q *dbsqlc.Queries) error {
+		_, err := q.TaskRetry(ctx, dbsqlc.TaskRetryParams{ID: id, Data: data})
+		return err
+	}, true)
+}
+
+// transition runs a one-event status change in a transaction and announces
+// it; no row matching means the task is missing or in the wrong status.
+func (s *Store) transition(ctx context.Context, taskID, action string, change func(q *dbsqlc.Queries) error, runnable bool) error {
+	id, _ := parseID(taskID)
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: begin: %w", action, err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	q := s.q.WithTx(tx)
+	if err := change(q); err != nil {
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%s %s: %w", action, taskID, err)
+		}
+		t, gerr := q.TaskGet(ctx, id)
+		if errors.Is(gerr, pgx.ErrNoRows) {
+			return graph.ErrTaskNotFound
+		}
+		if gerr != nil {
+			return fmt.Errorf("%s %s: %w", action, taskID, gerr)
+		}
+		return &StatusError{TaskID: taskID, Status: graph.TaskStatus(t.Status), Action: action}
+	}
+	if err := q.TaskNotifyEvents(ctx, dbsqlc.TaskNotifyEventsParams{ID: id, N: 1}); err != nil {
+		return fmt.Errorf("%s: notify: %w", action, err)
+	}
+	if runnable {
+		if err := q.TaskNotifyRunnable(ctx, id); err != nil {
+			return fmt.Errorf("%s: notify: %w", action, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("%s: commit: %w", action, err)
+	}
+	return nil
+}

@@ -1,0 +1,276 @@
+// Package runner executes tasks durably inside the server process: it
+// claims runnable tasks under a lease, keeps the lease alive while a node
+// runs, hands it back on shutdown, and takes over tasks whose lease expired
+// on a dead replica. Wake-ups arrive through LISTEN/NOTIFY (package live);
+// a sweep timed to the next lease expiry is the fallback.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
+)
+
+// Store is what the runner needs of storage.
+type Store interface {
+	Claim(ctx context.Context, owner string, max int, ttl time.Duration) ([]postgres.Claim, error)
+	Heartbeat(ctx context.Context, c postgres.Claim, ttl time.Duration) error
+	Release(ctx context.Context, c postgres.Claim) error
+	NextExpiry(ctx context.Context) (time.Time, error)
+}
+
+// Engine is what the runner needs of the engine.
+type Engine interface {
+	Run(ctx context.Context, taskID string, fence int64) (graph.Outcome, error)
+	Fail(ctx context.Context, taskID string, fence int64, cause error) error
+}
+
+// Config configures a Runner.
+type Config struct {
+	Owner    string        // this replica's name in lease_owner
+	Workers  int           // concurrent tasks
+	LeaseTTL time.Duration // lease length
+	// MaxSweep caps the time between two looks for work without a wake-up
+	// (default 10s).
+	MaxSweep time.Duration
+	Logger   *slog.Logger
+}
+
+// Runner runs tasks. Start it once; Stop it once.
+type Runner struct {
+	store  Store
+	engine Engine
+	cfg    Config
+	log    *slog.Logger
+
+	wake   chan struct{}
+	freed  chan struct{}
+	stopCh chan struct{}
+	done   chan struct{}
+
+	runCtx    context.Context
+	cancelRun context.CancelFunc
+	wg        sync.WaitGroup
+
+	mu       sync.Mutex
+	inflight map[string]postgres.Claim
+	executed int
+}
+
+// New returns a runner.
+func New(store Store, engine Engine, cfg Config) *Runner {
+	if cfg.Workers < 1 {
+		cfg.Workers = 1
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 15 * time.Second
+	}
+	if cfg.MaxSweep <= 0 {
+		cfg.MaxSweep = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Runner{store: store, engine: engine, cfg: cfg, log: cfg.Logger,
+		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1), stopCh: make(chan struct{}), done: make(chan struct{}),
+		runCtx: ctx, cancelRun: cancel, inflight: map[string]postgres.Claim{}}
+}
+
+// Wake asks the runner to look for work now. It never blocks.
+func (r *Runner) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Executed counts the task runs this runner started.
+func (r *Runner) Executed() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.executed
+}
+
+// Start begins claiming work.
+func (r *Runner) Start() {
+	go r.loop()
+}
+
+// Stop stops claiming, lets the runs in flight finish until ctx ends, then
+// cancels them: each cancelled run loses only its node run in flight, and
+// its lease is handed back so another replica continues at once.
+func (r *Runner) Stop(ctx context.Context) {
+	close(r.stopCh)
+	<-r.done
+	finished := make(chan struct{})
+	go func() { r.wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		r.mu.Lock()
+		n := len(r.inflight)
+		r.mu.Unlock()
+		r.log.Warn("shutdown grace period over; handing back leases of runs in flight", "runs", n)
+		r.cancelRun()
+		<-finished
+	}
+	r.cancelRun()
+}
+
+func (r *Runner) loop() {
+	defer close(r.done)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		more := r.claim()
+		wait := r.cfg.MaxSweep
+		if more {
+			wait = 0
+		} else if next, err := r.store.NextExpiry(r.runCtx); err == nil {
+			// Wake just after the earliest lease expires: a dead replica's
+			// task moves on without delay beyond its TTL.
+			if d := time.Until(next) + 50*time.Millisecond; d < wait {
+				wait = max(d, 50*time.Millisecond)
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-r.stopCh:
+			return
+		case <-r.wake:
+		case <-r.freed:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// claim fills free worker slots; it reports whether more work may wait.
+func (r *Runner) claim() bool {
+	r.mu.Lock()
+	free := r.cfg.Workers - len(r.inflight)
+	r.mu.Unlock()
+	if free <= 0 {
+		return false
+	}
+	claims, err := r.store.Claim(r.runCtx, r.cfg.Owner, free, r.cfg.LeaseTTL)
+	if err != nil {
+		if r.runCtx.Err() == nil {
+			r.log.Error("claiming tasks", "error", err)
+		}
+		return false
+	}
+	for _, c := range claims {
+		r.mu.Lock()
+		r.inflight[c.TaskID] = c
+		r.executed++
+		r.mu.Unlock()
+		r.wg.Add(1)
+		go r.execute(c)
+	}
+	return len(claims) == free
+}
+
+func (r *Runner) execute(c postgres.Claim) {
+	defer r.wg.Done()
+	defer func() {
+		r.mu.Lock()
+		delete(r.inflight, c.TaskID)
+		r.mu.Unlock()
+		select {
+		case r.freed <- struct{}{}:
+		default:
+		}
+	}()
+	ctx, cancel := context.WithCancel(r.runCtx)
+	defer cancel()
+	lost := make(chan struct{})
+	hbDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		r.heartbeat(ctx, c, cancel, lost)
+	}()
+	log := r.log.With("task", c.TaskID, "fence", c.Fence)
+	start := time.Now()
+	out, err := r.engine.Run(ctx, c.TaskID, c.Fence)
+	cancel()
+	<-hbDone
+	leaseLost := false
+	select {
+	case <-lost:
+		leaseLost = true
+	default:
+	}
+	switch {
+	case err == nil:
+		log.Debug("task run ended", "status", out.Status, "duration", time.Since(start))
+	case errors.Is(err, graph.ErrLeaseLost) || leaseLost:
+		log.Info("lease lost; another worker continues the task", "error", err)
+	case r.runCtx.Err() != nil:
+		// Shutting down: hand the lease back so another replica continues.
+		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer rcancel()
+		if rerr := r.store.Release(rctx, c); rerr != nil {
+			log.Warn("handing back lease", "error", rerr)
+		} else {
+			log.Info("lease handed back at shutdown")
+		}
+	case isTaskFault(err):
+		log.Error("task cannot run; failing it", "error", err)
+		if ferr := r.engine.Fail(context.Background(), c.TaskID, c.Fence, err); ferr != nil {
+			log.Error("failing task", "error", ferr)
+		}
+	default:
+		// Probably the database: hand the task back; it is retried.
+		log.Error("task run interrupted", "error", err)
+		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer rcancel()
+		_ = r.store.Release(rctx, c)
+	}
+}
+
+// isTaskFault: errors that running the task again will not cure.
+func isTaskFault(err error) bool {
+	var se *graph.StateError
+	return errors.As(err, &se) || errors.Is(err, graph.ErrUnknownWorkflow)
+}
+
+func (r *Runner) heartbeat(ctx context.Context, c postgres.Claim, cancel context.CancelFunc, lost chan struct{}) {
+	t := time.NewTicker(r.cfg.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		hctx, hcancel := context.WithTimeout(ctx, r.cfg.LeaseTTL/3)
+		err := r.store.Heartbeat(hctx, c, r.cfg.LeaseTTL)
+		hcancel()
+		switch {
+		case errors.Is(err, graph.ErrLeaseLost):
+			close(lost)
+			cancel()
+			return
+		case err != nil && ctx.Err() == nil:
+			r.log.Warn("lease heartbeat failed", "task", c.TaskID, "error", err)
+		}
+	}
+}
+
+// String describes the runner for logs.
+func (r *Runner) String() string {
+	return fmt.Sprintf("runner %s (%d workers, lease %s)", r.cfg.Owner, r.cfg.Workers, r.cfg.LeaseTTL)
+}

@@ -1,0 +1,313 @@
+package runner_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/live"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+	"github.com/gatehousehq/gatehouse/internal/runner"
+)
+
+type state struct {
+	Visits []string `json:"visits"`
+}
+
+// gate lets a test hold node "slow" of chosen tasks until released.
+type gate struct {
+	mu      sync.Mutex
+	hold    bool
+	entered chan string
+	release chan struct{}
+	runs    atomic.Int64
+}
+
+func newGate() *gate {
+	return &gate{entered: make(chan string, 100), release: make(chan struct{})}
+}
+
+func (g *gate) graph(t testing.TB) *graph.Graph[state] {
+	step := func(_ context.Context, run *graph.NodeRun, s state) (state, error) {
+		s.Visits = append(s.Visits, run.Phase)
+		return s, nil
+	}
+	slow := func(ctx context.Context, run *graph.NodeRun, s state) (state, error) {
+		g.runs.Add(1)
+		g.mu.Lock()
+		hold := g.hold
+		g.mu.Unlock()
+		if hold {
+			g.entered <- run.TaskID
+			select {
+			case <-g.release:
+			case <-ctx.Done():
+				return s, ctx.Err()
+			}
+		}
+		s.Visits = append(s.Visits, run.Phase)
+		return s, nil
+	}
+	gr, err := graph.New[state]("chain").
+		Node("a", step).Node("slow", slow).Node("c", step).
+		Edge("a", "slow").Edge("slow", "c").Edge("c", graph.END).
+		Init(func(json.RawMessage, graph.Options) (state, error) { return state{Visits: []string{}}, nil }).
+		Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gr
+}
+
+type replica struct {
+	store  *postgres.Store
+	engine *graph.Engine
+	runner *runner.Runner
+	hub    *live.Hub
+	cancel context.CancelFunc
+}
+
+type bundle struct {
+	pool *pgxpool.Pool
+	url  string
+	g    *gate
+}
+
+func setup(t *testing.T) bundle {
+	t.Helper()
+	url := pgtest.NewDB(t)
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return bundle{pool: pool, url: url, g: newGate()}
+}
+
+// replica starts a runner with its own store, engine and hub, as a
+// separate process would have.
+func (b bundle) replica(t *testing.T, name string, workers int, ttl time.Duration) *replica {
+	t.Helper()
+	store := postgres.NewStore(b.pool)
+	e, err := graph.NewEngine(store, []graph.Workflow{b.g.graph(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	hub := live.NewHub(b.url, store, nil)
+	go hub.Run(ctx)
+	<-hub.Ready()
+	r := runner.New(store, e, runner.Config{Owner: name, Workers: workers, LeaseTTL: ttl})
+	hub.OnRunnable(func(string) { r.Wake() })
+	r.Start()
+	rep := &replica{store: store, engine: e, runner: r, hub: hub, cancel: cancel}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		r.Stop(sctx)
+		cancel()
+	})
+	return rep
+}
+
+func (b bundle) create(t *testing.T, e *graph.Engine, n int) []string {
+	t.Helper()
+	ids := make([]string, n)
+	for i := range ids {
+		task, err := e.Create(context.Background(), graph.NewTask{Workflow: "chain", Title: fmt.Sprint(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = task.ID
+	}
+	return ids
+}
+
+func (b bundle) waitStatus(t *testing.T, id string, want graph.TaskStatus, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var got string
+	for time.Now().Before(deadline) {
+		if err := b.pool.QueryRow(context.Background(), "SELECT status FROM tasks WHERE id = $1", id).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got == string(want) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("task %s is %s after %s, want %s", id, got, within, want)
+}
+
+// completions counts node completions per node in the history of a task.
+func (b bundle) completions(t *testing.T, id string) map[string]int {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(),
+		"SELECT last_node_id, count(*) FROM checkpoint_history WHERE task_id = $1 AND reason = 'node' GROUP BY 1", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var n string
+		var c int
+		if err := rows.Scan(&n, &c); err != nil {
+			t.Fatal(err)
+		}
+		out[n] = c
+	}
+	return out
+}
+
+func TestTwoReplicasShareTheWork(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r1 := b.replica(t, "r1", 4, 5*time.Second)
+	r2 := b.replica(t, "r2", 4, 5*time.Second)
+	ids := b.create(t, r1.engine, 40)
+	for _, id := range ids {
+		b.waitStatus(t, id, graph.StatusSucceeded, 20*time.Second)
+		if c := b.completions(t, id); c["a"] != 1 || c["slow"] != 1 || c["c"] != 1 {
+			t.Fatalf("task %s completions %v, want each node once", id, c)
+		}
+	}
+	if r1.runner.Executed() == 0 || r2.runner.Executed() == 0 {
+		t.Fatalf("executed r1=%d r2=%d: both replicas should take work", r1.runner.Executed(), r2.runner.Executed())
+	}
+}
+
+func TestExpiredLeaseIsTakenOver(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	store := postgres.NewStore(b.pool)
+	e, err := graph.NewEngine(store, []graph.Workflow{b.g.graph(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := b.create(t, e, 1)[0]
+	// A replica claims the task and dies without a word: its lease runs out.
+	claims, err := store.Claim(context.Background(), "dead", 1, 500*time.Millisecond)
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("claim: %v %v", claims, err)
+	}
+	start := time.Now()
+	b.replica(t, "survivor", 2, 500*time.Millisecond)
+	b.waitStatus(t, id, graph.StatusSucceeded, 10*time.Second)
+	if waited := time.Since(start); waited < 300*time.Millisecond {
+		t.Fatalf("taken over after %s, before the lease expired", waited)
+	}
+	var owner *string
+	var fence int64
+	if err := b.pool.QueryRow(context.Background(), "SELECT lease_owner, lease_fence FROM tasks WHERE id = $1", id).Scan(&owner, &fence); err != nil {
+		t.Fatal(err)
+	}
+	if owner != nil || fence != 2 {
+		t.Fatalf("after takeover: owner %v fence %d, want no owner and fence 2", owner, fence)
+	}
+	// The dead replica's writes are refused.
+	if err := store.Heartbeat(context.Background(), claims[0], time.Second); err == nil {
+		t.Fatal("stale heartbeat accepted")
+	}
+}
+
+func TestShutdownHandsBackLeaseAndAnotherReplicaFinishes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.g.hold = true
+	store := postgres.NewStore(b.pool)
+	e, err := graph.NewEngine(store, []graph.Workflow{b.g.graph(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1 := runner.New(store, e, runner.Config{Owner: "r1", Workers: 2, LeaseTTL: 30 * time.Second})
+	r1.Start()
+	id := b.create(t, e, 1)[0]
+	r1.Wake()
+	select {
+	case <-b.g.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("node never started")
+	}
+	// The grace period ends before the node does: the lease goes back.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	start := time.Now()
+	r1.Stop(ctx)
+	cancel()
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("stop took %s", d)
+	}
+	b.g.mu.Lock()
+	b.g.hold = false
+	b.g.mu.Unlock()
+	// With a 30s lease, only a handed-back lease lets r2 continue this fast.
+	b.replica(t, "r2", 2, 30*time.Second)
+	b.waitStatus(t, id, graph.StatusSucceeded, 5*time.Second)
+	if c := b.completions(t, id); c["a"] != 1 || c["slow"] != 1 || c["c"] != 1 {
+		t.Fatalf("completions %v, want each node once", c)
+	}
+}
+
+func TestShutdownLetsNodeFinishWithinGrace(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.g.hold = true
+	store := postgres.NewStore(b.pool)
+	e, err := graph.NewEngine(store, []graph.Workflow{b.g.graph(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runner.New(store, e, runner.Config{Owner: "r", Workers: 1, LeaseTTL: 30 * time.Second})
+	r.Start()
+	id := b.create(t, e, 1)[0]
+	r.Wake()
+	<-b.g.entered
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		close(b.g.release)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r.Stop(ctx)
+	// The node finished within the grace period and the task went on to
+	// its end before the worker let go.
+	b.waitStatus(t, id, graph.StatusSucceeded, time.Second)
+}
+
+func TestCancelStopsTheWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.g.hold = true
+	rep := b.replica(t, "r", 1, 600*time.Millisecond)
+	id := b.create(t, rep.engine, 1)[0]
+	<-b.g.entered
+	if err := rep.store.Cancel(context.Background(), id, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	// The heartbeat finds the lease gone and cancels the node run; nothing
+	// more is written for the task.
+	time.Sleep(time.Second)
+	var status string
+	var events int
+	if err := b.pool.QueryRow(context.Background(), "SELECT status, event_seq FROM tasks WHERE id = $1", id).Scan(&status, &events); err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	if err := b.pool.QueryRow(context.Background(), "SELECT type FROM task_events WHERE task_id = $1 ORDER BY seq DESC LIMIT 1", id).Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	if status != "cancelled" || last != graph.EventTaskCancelled {
+		t.Fatalf("status %s, last event %s", status, last)
+	}
+	if c := b.completions(t, id); c["slow"] != 0 {
+		t.Fatalf("slow completed after cancel: %v", c)
+	}
+}
