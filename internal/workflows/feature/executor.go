@@ -49,6 +49,9 @@ type Request struct {
 	// scripted executor keys its canned replies per task).
 	TaskID    string
 	Iteration int
+	// Subject is the feature request's description: a scripted executor
+	// varies its replies by it.
+	Subject string
 }
 
 // Reply is an agent's answer.
@@ -78,8 +81,8 @@ func cut(s string, n int) (string, bool) {
 
 // call makes the node run's one executor call and records it as an
 // llm.call event (also when it fails).
-func (w *workflow) call(ctx context.Context, run *graph.NodeRun, role, prompt string) (Reply, error) {
-	req := Request{Role: role, Prompt: prompt, TaskID: run.TaskID, Iteration: run.Iteration}
+func (w *workflow) call(ctx context.Context, run *graph.NodeRun, s State, role, prompt string) (Reply, error) {
+	req := Request{Role: role, Prompt: prompt, TaskID: run.TaskID, Iteration: run.Iteration, Subject: s.Description}
 	start := time.Now()
 	rep, err := w.exec.Execute(ctx, req)
 	dur := rep.Duration

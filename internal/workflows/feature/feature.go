@@ -393,7 +393,7 @@ var specOwned = []string{"description", "phase", "rejectionFeedback"}
 
 func (w *workflow) analyze(ctx context.Context, run *graph.NodeRun, s State) (State, error) {
 	start := w.cfg.now()
-	rep, err := w.call(ctx, run, RoleAnalyze, analyzePrompt(s))
+	rep, err := w.call(ctx, run, s, RoleAnalyze, analyzePrompt(s))
 	if err != nil {
 		return s, err
 	}
@@ -417,7 +417,7 @@ func (w *workflow) analyze(ctx context.Context, run *graph.NodeRun, s State) (St
 
 func (w *workflow) requirements(ctx context.Context, run *graph.NodeRun, s State) (State, error) {
 	start := w.cfg.now()
-	rep, err := w.call(ctx, run, RoleRequirements, requirementsPrompt(s, run.Iteration))
+	rep, err := w.call(ctx, run, s, RoleRequirements, requirementsPrompt(s, run.Iteration))
 	if err != nil {
 		return s, err
 	}
@@ -436,7 +436,7 @@ func (w *workflow) requirements(ctx context.Context, run *graph.NodeRun, s State
 
 func (w *workflow) research(ctx context.Context, run *graph.NodeRun, s State) (State, error) {
 	start := w.cfg.now()
-	rep, err := w.call(ctx, run, RoleResearch, researchPrompt(s))
+	rep, err := w.call(ctx, run, s, RoleResearch, researchPrompt(s))
 	if err != nil {
 		return s, err
 	}
@@ -446,7 +446,7 @@ func (w *workflow) research(ctx context.Context, run *graph.NodeRun, s State) (S
 
 func (w *workflow) plan(ctx context.Context, run *graph.NodeRun, s State) (State, error) {
 	start := w.cfg.now()
-	rep, err := w.call(ctx, run, RolePlan, planPrompt(s, run.Iteration))
+	rep, err := w.call(ctx, run, s, RolePlan, planPrompt(s, run.Iteration))
 	if err != nil {
 		return s, err
 	}
@@ -460,7 +460,7 @@ func (w *workflow) plan(ctx context.Context, run *graph.NodeRun, s State) (State
 
 func (w *workflow) implement(ctx context.Context, run *graph.NodeRun, s State) (State, error) {
 	start := w.cfg.now()
-	rep, err := w.call(ctx, run, RoleImplement, implementPrompt(s))
+	rep, err := w.call(ctx, run, s, RoleImplement, implementPrompt(s))
 	if err != nil {
 		return s, err
 	}
@@ -470,7 +470,7 @@ func (w *workflow) implement(ctx context.Context, run *graph.NodeRun, s State) (
 
 func (w *workflow) merge(ctx context.Context, run *graph.NodeRun, s State) (State, error) {
 	start := w.cfg.now()
-	rep, err := w.call(ctx, run, RoleMerge, mergePrompt(s, run.Iteration))
+	rep, err := w.call(ctx, run, s, RoleMerge, mergePrompt(s, run.Iteration))
 	if err != nil {
 		return s, err
 	}
