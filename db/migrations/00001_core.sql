@@ -21,6 +21,8 @@ CREATE TABLE tasks (
     lease_owner      text,
     lease_expires_at timestamptz,
     lease_fence      bigint      NOT NULL DEFAULT 0,
+    -- the replica that claimed the task last (kept after the lease ends)
+    last_owner       text        NOT NULL DEFAULT '',
     created_by       text        NOT NULL DEFAULT '',
     created_at       timestamptz NOT NULL DEFAULT now(),
     updated_at       timestamptz NOT NULL DEFAULT now(),

@@ -80,6 +80,7 @@ SELECT pg_notify('gatehouse_runnable', sqlc.arg(id)::uuid::text);
 UPDATE tasks
 SET status           = 'running',
     lease_owner      = sqlc.arg(owner)::text,
+    last_owner       = sqlc.arg(owner)::text,
     lease_expires_at = now() + sqlc.arg(ttl_seconds)::float8 * interval '1 second',
     lease_fence      = lease_fence + 1
 WHERE id IN (

@@ -52,7 +52,7 @@ type Var struct {
 var Vars = []Var{
 	{"DATABASE_URL", "(private cluster with `make run`)", "PostgreSQL connection string"},
 	{"GATEHOUSE_ADDR", "127.0.0.1:8080", "listen address"},
-	{"GATEHOUSE_WORKERS", "8", "concurrent task executors on this replica"},
+	{"GATEHOUSE_WORKERS", "8", "concurrent task executors on this replica (0: API and desk only)"},
 	{"GATEHOUSE_LEASE_TTL", "15s", "lease length; a dead replica's tasks move after this"},
 	{"GATEHOUSE_SHUTDOWN_GRACE", "10s", "how long node runs in flight may finish on shutdown"},
 	{"GATEHOUSE_BOOTSTRAP_TOKEN", "unset", "an admin API token with this value (principal \"bootstrap\")"},
@@ -128,7 +128,7 @@ func Load(getenv func(string) string) (Config, error) {
 	c := Config{
 		DatabaseURL:    str("DATABASE_URL", ""),
 		Addr:           str("GATEHOUSE_ADDR", "127.0.0.1:8080"),
-		Workers:        integer("GATEHOUSE_WORKERS", 8, 1),
+		Workers:        integer("GATEHOUSE_WORKERS", 8, 0),
 		LeaseTTL:       duration("GATEHOUSE_LEASE_TTL", 15*time.Second),
 		ShutdownGrace:  duration("GATEHOUSE_SHUTDOWN_GRACE", 10*time.Second),
 		BootstrapToken: getenv("GATEHOUSE_BOOTSTRAP_TOKEN"),

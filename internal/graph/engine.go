@@ -22,7 +22,7 @@ type Workflow interface {
 	Describe() Description
 	initial(input json.RawMessage, opts Options) (json.RawMessage, error)
 	checkEdit(state json.RawMessage, node, content string) error
-	run(ctx context.Context, e *Engine, snap *Snapshot, fence int64) (Outcome, error)
+	run(ctx context.Context, e *Engine, snap *Snapshot, fence int64, drain <-chan struct{}) (Outcome, error)
 }
 
 var _ Workflow = (*Graph[struct{}])(nil)
@@ -145,6 +145,18 @@ func (e *Engine) Create(ctx context.Context, nt NewTask) (*Task, error) {
 // ends, or ctx is cancelled (then the node run in flight is lost and runs
 // again on the next Run). fence is the caller's lease fence.
 func (e *Engine) Run(ctx context.Context, taskID string, fence int64) (Outcome, error) {
+	return e.RunUntil(ctx, taskID, fence, nil)
+}
+
+// ErrDrained is returned by RunUntil when it stopped between two node runs
+// because drain was closed. The task stays running; its last node run is
+// committed and the next one has not started.
+var ErrDrained = errors.New("run drained between nodes")
+
+// RunUntil is Run that also stops, cleanly, between two node runs once
+// drain is closed (graceful shutdown: the node run in flight finishes, no
+// new one starts).
+func (e *Engine) RunUntil(ctx context.Context, taskID string, fence int64, drain <-chan struct{}) (Outcome, error) {
 	snap, err := e.cp.Load(ctx, taskID)
 	if err != nil {
 		return Outcome{}, err
@@ -153,7 +165,7 @@ func (e *Engine) Run(ctx context.Context, taskID string, fence int64) (Outcome, 
 	if err != nil {
 		return Outcome{}, err
 	}
-	return w.run(ctx, e, snap, fence)
+	return w.run(ctx, e, snap, fence, drain)
 }
 
 // Fail records a failure that happened outside a node run (stored state
@@ -284,6 +296,7 @@ type execution[S any] struct {
 	cp    Checkpoint
 	fence int64
 	opts  Options
+	drain <-chan struct{}
 }
 
 func (g *Graph[S]) initial(input json.RawMessage, opts Options) (json.RawMessage, error) {
@@ -311,11 +324,11 @@ func (g *Graph[S]) checkEdit(state json.RawMessage, node, content string) error 
 	return err
 }
 
-func (g *Graph[S]) run(ctx context.Context, e *Engine, snap *Snapshot, fence int64) (Outcome, error) {
+func (g *Graph[S]) run(ctx context.Context, e *Engine, snap *Snapshot, fence int64, drain <-chan struct{}) (Outcome, error) {
 	if snap.Task.Status.Terminal() {
 		return Outcome{Status: snap.Task.Status, Error: snap.Task.Error}, nil
 	}
-	x := &execution[S]{g: g, e: e, task: snap.Task, cp: snap.Checkpoint, fence: fence}
+	x := &execution[S]{g: g, e: e, task: snap.Task, cp: snap.Checkpoint, fence: fence, drain: drain}
 	x.cp.Iterations = maps.Clone(x.cp.Iterations)
 	if x.cp.Iterations == nil {
 		x.cp.Iterations = map[string]int{}
@@ -436,6 +449,18 @@ func (x *execution[S]) loop(ctx context.Context, s S, c *Commit) (Outcome, error
 			}
 			c.Status, c.Result = StatusSucceeded, res
 			return Outcome{Status: StatusSucceeded}, x.save(ctx, c)
+		}
+		if x.drained() {
+			// Commit what the last node run left, without starting the
+			// next. A decision not yet applied durably is simply applied
+			// again by the next run.
+			if c.Reason == "node" {
+				c.Status = StatusRunning
+				if err := x.save(ctx, c); err != nil {
+					return Outcome{}, err
+				}
+			}
+			return Outcome{Status: StatusRunning}, ErrDrained
 		}
 		n := x.g.nodes[name]
 		iteration := x.cp.Iterations[name] + 1
@@ -586,6 +611,15 @@ func (x *execution[S]) save(ctx context.Context, c *Commit) error {
 		x.cp.Step--
 	}
 	return err
+}
+
+func (x *execution[S]) drained() bool {
+	select {
+	case <-x.drain:
+		return true
+	default:
+		return false
+	}
 }
 
 func (x *execution[S]) event(typ, node string, iteration int, dur *time.Duration, data any) Event {

@@ -27,7 +27,7 @@ type Store interface {
 
 // Engine is what the runner needs of the engine.
 type Engine interface {
-	Run(ctx context.Context, taskID string, fence int64) (graph.Outcome, error)
+	RunUntil(ctx context.Context, taskID string, fence int64, drain <-chan struct{}) (graph.Outcome, error)
 	Fail(ctx context.Context, taskID string, fence int64, cause error) error
 }
 
@@ -53,6 +53,8 @@ type Runner struct {
 	freed  chan struct{}
 	stopCh chan struct{}
 	done   chan struct{}
+	// drain closes at Stop: runs finish their node in flight, start no other.
+	drain chan struct{}
 
 	runCtx    context.Context
 	cancelRun context.CancelFunc
@@ -80,6 +82,7 @@ func New(store Store, engine Engine, cfg Config) *Runner {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Runner{store: store, engine: engine, cfg: cfg, log: cfg.Logger,
 		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1), stopCh: make(chan struct{}), done: make(chan struct{}),
+		drain: make(chan struct{}),
 		runCtx: ctx, cancelRun: cancel, inflight: map[string]postgres.Claim{}}
 }
 
@@ -103,12 +106,14 @@ func (r *Runner) Start() {
 	go r.loop()
 }
 
-// Stop stops claiming, lets the runs in flight finish until ctx ends, then
-// cancels them: each cancelled run loses only its node run in flight, and
-// its lease is handed back so another replica continues at once.
+// Stop stops claiming and lets each run in flight finish its node run
+// until ctx ends; then it cancels what is left (losing only the node runs
+// in flight). Either way the leases are handed back, so another replica
+// continues the tasks at once.
 func (r *Runner) Stop(ctx context.Context) {
 	close(r.stopCh)
 	<-r.done
+	close(r.drain)
 	finished := make(chan struct{})
 	go func() { r.wg.Wait(); close(finished) }()
 	select {
@@ -204,7 +209,7 @@ func (r *Runner) execute(c postgres.Claim) {
 	}()
 	log := r.log.With("task", c.TaskID, "fence", c.Fence)
 	start := time.Now()
-	out, err := r.engine.Run(ctx, c.TaskID, c.Fence)
+	out, err := r.engine.RunUntil(ctx, c.TaskID, c.Fence, r.drain)
 	cancel()
 	<-hbDone
 	leaseLost := false
@@ -218,7 +223,7 @@ func (r *Runner) execute(c postgres.Claim) {
 		log.Debug("task run ended", "status", out.Status, "duration", time.Since(start))
 	case errors.Is(err, graph.ErrLeaseLost) || leaseLost:
 		log.Info("lease lost; another worker continues the task", "error", err)
-	case r.runCtx.Err() != nil:
+	case errors.Is(err, graph.ErrDrained) || r.runCtx.Err() != nil:
 		// Shutting down: hand the lease back so another replica continues.
 		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer rcancel()

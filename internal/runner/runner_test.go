@@ -276,10 +276,28 @@ func TestShutdownLetsNodeFinishWithinGrace(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	start := time.Now()
 	r.Stop(ctx)
-	// The node finished within the grace period and the task went on to
-	// its end before the worker let go.
-	b.waitStatus(t, id, graph.StatusSucceeded, time.Second)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("stop took %s", d)
+	}
+	// The node in flight finished within the grace period; no other node
+	// started; the lease went back.
+	if c := b.completions(t, id); c["a"] != 1 || c["slow"] != 1 || c["c"] != 0 {
+		t.Fatalf("after stop: completions %v, want a and slow once, c not yet", c)
+	}
+	var owner *string
+	if err := b.pool.QueryRow(context.Background(), "SELECT lease_owner FROM tasks WHERE id = $1", id).Scan(&owner); err != nil {
+		t.Fatal(err)
+	}
+	if owner != nil {
+		t.Fatalf("lease still held by %s", *owner)
+	}
+	b.replica(t, "r2", 1, 30*time.Second)
+	b.waitStatus(t, id, graph.StatusSucceeded, 5*time.Second)
+	if c := b.completions(t, id); c["a"] != 1 || c["slow"] != 1 || c["c"] != 1 {
+		t.Fatalf("completions %v, want each node once", c)
+	}
 }
 
 func TestCancelStopsTheWorker(t *testing.T) {

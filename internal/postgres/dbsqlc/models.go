@@ -72,6 +72,7 @@ type Task struct {
 	LeaseOwner     *string
 	LeaseExpiresAt *time.Time
 	LeaseFence     int64
+	LastOwner      string
 	CreatedBy      string
 	CreatedAt      time.Time
 	UpdatedAt      time.Time

@@ -54,6 +54,7 @@ const taskClaim = `-- name: TaskClaim :many
 UPDATE tasks
 SET status           = 'running',
     lease_owner      = $1::text,
+    last_owner       = $1::text,
     lease_expires_at = now() + $2::float8 * interval '1 second',
     lease_fence      = lease_fence + 1
 WHERE id IN (
@@ -269,7 +270,7 @@ func (q *Queries) TaskDecided(ctx context.Context, arg TaskDecidedParams) (int64
 }
 
 const taskGet = `-- name: TaskGet :one
-SELECT id, workflow, title, input, options, status, current_node, result, error, event_seq, lease_owner, lease_expires_at, lease_fence, created_by, created_at, updated_at, completed_at FROM tasks WHERE id = $1
+SELECT id, workflow, title, input, options, status, current_node, result, error, event_seq, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at FROM tasks WHERE id = $1
 `
 
 func (q *Queries) TaskGet(ctx context.Context, id uuid.UUID) (Task, error) {
@@ -289,6 +290,7 @@ func (q *Queries) TaskGet(ctx context.Context, id uuid.UUID) (Task, error) {
 		&i.LeaseOwner,
 		&i.LeaseExpiresAt,
 		&i.LeaseFence,
+		&i.LastOwner,
 		&i.CreatedBy,
 		&i.CreatedAt,
 		&i.UpdatedAt,

@@ -1,0 +1,52 @@
+-- TaskList pages through every task by keyset on (created_at, id), newest
+-- first. Each filter has its own query (TaskListByStatus,
+-- TaskListByWorkflow) so that the plan, generic or not, walks the index made
+-- for it (tasks_created_idx, tasks_status_created_idx,
+-- tasks_workflow_created_idx) rather than filtering a scan of another. A
+-- missing cursor reads from the top ('infinity', the largest uuid).
+-- name: TaskList :many
+SELECT * FROM tasks
+WHERE (created_at, id) < (COALESCE(sqlc.narg(before_at)::timestamptz, 'infinity'::timestamptz),
+                          COALESCE(sqlc.narg(before_id)::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT sqlc.arg(max_rows)::int;
+
+-- TaskListByStatus also filters by workflow when one is given.
+-- name: TaskListByStatus :many
+SELECT * FROM tasks
+WHERE status = sqlc.arg(status)::text
+  AND (sqlc.narg(workflow)::text IS NULL OR workflow = sqlc.narg(workflow)::text)
+  AND (created_at, id) < (COALESCE(sqlc.narg(before_at)::timestamptz, 'infinity'::timestamptz),
+                          COALESCE(sqlc.narg(before_id)::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT sqlc.arg(max_rows)::int;
+
+-- name: TaskListByWorkflow :many
+SELECT * FROM tasks
+WHERE workflow = sqlc.arg(workflow)::text
+  AND (created_at, id) < (COALESCE(sqlc.narg(before_at)::timestamptz, 'infinity'::timestamptz),
+                          COALESCE(sqlc.narg(before_id)::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT sqlc.arg(max_rows)::int;
+
+-- InterruptPendingByTasks returns the pending interrupt of each of the
+-- tasks that has one (at most one each: interrupts_one_pending_idx).
+-- name: InterruptPendingByTasks :many
+SELECT * FROM interrupts
+WHERE task_id = ANY(sqlc.arg(task_ids)::uuid[]) AND status = 'pending';
+
+-- InterruptList is the inbox: interrupts of one status, optionally of one
+-- kind, oldest first, with their task's title and workflow.
+-- name: InterruptList :many
+SELECT sqlc.embed(i), t.title AS task_title, t.workflow AS task_workflow
+FROM interrupts i
+JOIN tasks t ON t.id = i.task_id
+WHERE i.status = sqlc.arg(status)::text
+  AND (sqlc.narg(kind)::text IS NULL OR i.kind = sqlc.narg(kind)::text)
+ORDER BY i.created_at, i.id
+LIMIT sqlc.arg(max_rows)::int;
+
+-- name: CheckpointCurrent :one
+SELECT task_id, step, last_node_id, next_node_id, state, updated_at
+FROM workflow_checkpoints
+WHERE task_id = sqlc.arg(task_id)::uuid;
