@@ -82,7 +82,7 @@ func New(store Store, engine Engine, cfg Config) *Runner {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Runner{store: store, engine: engine, cfg: cfg, log: cfg.Logger,
 		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1), stopCh: make(chan struct{}), done: make(chan struct{}),
-		drain: make(chan struct{}),
+		drain:  make(chan struct{}),
 		runCtx: ctx, cancelRun: cancel, inflight: map[string]postgres.Claim{}}
 }
 
