@@ -450,15 +450,18 @@ func (x *execution[S]) loop(ctx context.Context, s S, c *Commit) (Outcome, error
 			c.Status, c.Result = StatusSucceeded, res
 			return Outcome{Status: StatusSucceeded}, x.save(ctx, c)
 		}
-		if x.drained() {
-			// Commit what the last node run left, without starting the
-			// next. A decision not yet applied durably is simply applied
-			// again by the next run.
+		if x.drained() || ctx.Err() != nil {
+			// Commit what the last node run left (a completed node run is
+			// paid for: keep it), without starting the next. A decision
+			// not yet applied durably is simply applied again next run.
 			if c.Reason == "node" {
 				c.Status = StatusRunning
 				if err := x.save(ctx, c); err != nil {
 					return Outcome{}, err
 				}
+			}
+			if err := ctx.Err(); err != nil {
+				return Outcome{Status: StatusRunning}, err
 			}
 			return Outcome{Status: StatusRunning}, ErrDrained
 		}
@@ -478,7 +481,7 @@ func (x *execution[S]) loop(ctx context.Context, s S, c *Commit) (Outcome, error
 		dur := x.e.now().Sub(start)
 		c = &Commit{}
 		switch {
-		case ctx.Err() != nil:
+		case ctx.Err() != nil && (err != nil || run.question != nil):
 			// Cancelled or shutting down: the run in flight is lost by design
 			// and runs again from the last checkpoint.
 			return Outcome{Status: StatusRunning}, ctx.Err()

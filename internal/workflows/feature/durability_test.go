@@ -383,10 +383,11 @@ func TestDurabilityConcurrentTasksAreIsolated(t *testing.T) {
 	name := func(i int) string { return fmt.Sprintf("feature-%02d", i) }
 
 	var (
-		mu       sync.Mutex
-		errs     []string
-		ids      = make([]string, n)
-		runnerOf = map[string]int{} // task id → index
+		mu        sync.Mutex
+		errs      []string
+		ids       = make([]string, n)
+		runnerOf  = map[string]int{} // task id → index
+		approvals = map[string]int{} // task id → approvals so far
 	)
 	fail := func(format string, args ...any) {
 		mu.Lock()
@@ -434,6 +435,16 @@ func TestDurabilityConcurrentTasksAreIsolated(t *testing.T) {
 		go func() {
 			defer approvers.Done()
 			for id := range waiting {
+				mu.Lock()
+				approvals[id]++
+				seen := approvals[id] - 1
+				tooMany := seen >= len(options[runnerOf[id]%len(options)].kinds)
+				mu.Unlock()
+				if tooMany {
+					fail("task %s: waits again after %d approvals", id, seen)
+					finished.Done()
+					continue
+				}
 				snap, err := postgres.NewStore(p.pool).Load(ctx, id)
 				if err != nil || snap.Interrupt == nil || snap.Interrupt.Status != graph.InterruptPending {
 					fail("task %s: no pending interrupt (%v)", id, err)

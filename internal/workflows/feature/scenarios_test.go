@@ -813,6 +813,10 @@ func TestScenario09RejectionFeedbackInReexecutionPrompt(t *testing.T) {
 	if !strings.Contains(prompts[1], feedback) {
 		t.Errorf("the second prompt lacks the feedback:\n%s", prompts[1])
 	}
+	// Not only inside the spec.yaml it quotes: the prompt asks to address it.
+	if !strings.Contains(prompts[1], "- (requirements, iteration 1) "+feedback) {
+		t.Errorf("the second prompt does not ask to address the feedback:\n%s", prompts[1])
+	}
 	reqs := p.stub.Requests()
 	if last := reqs[len(reqs)-1]; last.Role != feature.RoleRequirements || last.TaskID != id || last.Iteration != 2 {
 		t.Errorf("second requirements request = %+v, want iteration 2 of the task", last)
