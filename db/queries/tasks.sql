@@ -50,6 +50,11 @@ WITH t AS (
     SELECT task_id, step, @reason::text, last_node_id, next_node_id, state, iterations, answers, pending_interrupt_id,
            updated_at
     FROM cp
+), n AS (
+    -- announce the range to every replica (delivered at commit)
+    SELECT pg_notify('gatehouse_events', format('%s:%s:%s', sqlc.arg(id)::uuid,
+                     t.event_seq - cardinality(sqlc.arg(types)::text[]) + 1, t.event_seq)) AS sent
+    FROM t
 )
 INSERT INTO task_events (task_id, seq, type, node, iteration, phase, duration_ms, data, created_at)
 SELECT @id::uuid,
@@ -60,6 +65,7 @@ SELECT @id::uuid,
        ((@datas::text[])[e.ord])::jsonb, (@ats::timestamptz[])[e.ord]
 FROM unnest(@types::text[]) WITH ORDINALITY AS e(type, ord)
 LEFT JOIN t ON true
+LEFT JOIN n ON true
 RETURNING seq;
 
 -- TaskNotifyEvents announces the events a transaction appended, as

@@ -50,6 +50,7 @@ const (
 	EventTaskCompleted    = "task.completed"
 	EventTaskFailed       = "task.failed"
 	EventTaskCancelled    = "task.cancelled"
+	EventTaskRetried      = "task.retried"
 	EventArtifactCreated  = "artifact.created"
 )
 

@@ -177,9 +177,6 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 		}
 	}
 	events := dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.TaskCommit(ctx, p); return err })
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error {
-		return q.TaskNotifyEvents(ctx, dbsqlc.TaskNotifyEventsParams{ID: id, N: int64(n)})
-	})
 	if c.Create != nil {
 		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TaskNotifyRunnable(ctx, id) })
 	}

@@ -140,6 +140,11 @@ WITH t AS (
     SELECT task_id, step, $23::text, last_node_id, next_node_id, state, iterations, answers, pending_interrupt_id,
            updated_at
     FROM cp
+), n AS (
+    -- announce the range to every replica (delivered at commit)
+    SELECT pg_notify('gatehouse_events', format('%s:%s:%s', $1::uuid,
+                     t.event_seq - cardinality($3::text[]) + 1, t.event_seq)) AS sent
+    FROM t
 )
 INSERT INTO task_events (task_id, seq, type, node, iteration, phase, duration_ms, data, created_at)
 SELECT $1::uuid,
@@ -150,6 +155,7 @@ SELECT $1::uuid,
        (($8::text[])[e.ord])::jsonb, ($9::timestamptz[])[e.ord]
 FROM unnest($3::text[]) WITH ORDINALITY AS e(type, ord)
 LEFT JOIN t ON true
+LEFT JOIN n ON true
 RETURNING seq
 `
 

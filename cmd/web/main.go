@@ -1,0 +1,219 @@
+// Command gatehouse is Gatehouse in one binary: the HTTP API and approval
+// desk, the task workers, and the database migrations.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gatehousehq/gatehouse/internal/config"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
+)
+
+// version is set at build time (-ldflags "-X main.version=…").
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// usageError is a wrong command line or setting: exit status 2, one line.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+const usage = `gatehouse — durable graph workflows with a human approval desk
+
+Usage:
+  gatehouse [command] [flags]
+
+Commands:
+  serve              apply pending migrations, serve HTTP and run task workers (default)
+  migrate up         apply pending migrations
+  migrate down       roll back the latest migration
+  migrate status     list migrations and whether they are applied
+  version            print the version
+
+Every command takes --help. Settings come from the environment:
+`
+
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, usage)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	for _, v := range config.Vars {
+		fmt.Fprintf(tw, "  %s\t%s\t(default %s)\n", v.Name, v.Meaning, v.Default)
+	}
+	tw.Flush()
+}
+
+// run is main without the process: testable, and deferred cleanups run.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && (!strings.HasPrefix(args[0], "-") || args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+		cmd, args = args[0], args[1:]
+	}
+	var err error
+	switch cmd {
+	case "serve":
+		err = cmdServe(ctx, args, getenv, stdout, stderr)
+	case "migrate":
+		err = cmdMigrate(ctx, args, getenv, stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "gatehouse", version)
+	case "help", "-h", "-help", "--help":
+		printUsage(stdout)
+	default:
+		err = usageError{fmt.Sprintf("unknown command %q (try gatehouse --help)", cmd)}
+	}
+	var ue usageError
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintln(stderr, "gatehouse:", ue.msg)
+		return 2
+	default:
+		fmt.Fprintln(stderr, "gatehouse:", err)
+		return 1
+	}
+}
+
+// flagSet is a command's flags: a parse error is one line (exit 2), and
+// --help prints the command's usage to stdout.
+type flagSet struct {
+	*flag.FlagSet
+	synopsis string
+	stdout   io.Writer
+}
+
+func newFlags(name, synopsis string, stdout io.Writer) *flagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return &flagSet{FlagSet: fs, synopsis: synopsis, stdout: stdout}
+}
+
+func parseFlags(fs *flagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(fs.stdout, "Usage: gatehouse %s\n\n", fs.synopsis)
+			fs.SetOutput(fs.stdout)
+			fs.PrintDefaults()
+			fmt.Fprintln(fs.stdout, "Settings come from the environment; see gatehouse --help.")
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	return nil
+}
+
+func loadConfig(getenv func(string) string) (config.Config, error) {
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return cfg, usageError{strings.ReplaceAll(err.Error(), "\n", "; ")}
+	}
+	if cfg.DatabaseURL == "" {
+		return cfg, usageError{"DATABASE_URL is not set (make run starts a private PostgreSQL and sets it)"}
+	}
+	return cfg, nil
+}
+
+func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func openPool(ctx context.Context, url string, maxConns int) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, usageError{"DATABASE_URL: " + err.Error()}
+	}
+	if maxConns > 0 {
+		pc.MaxConns = int32(maxConns)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the database: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to the database: %w", err)
+	}
+	return pool, nil
+}
+
+func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("migrate", "migrate up|down|status", stdout)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError{"migrate needs one of: up, down, status"}
+	}
+	action := fs.Arg(0)
+	switch action {
+	case "up", "down", "status":
+	default:
+		return usageError{fmt.Sprintf("migrate %q: want up, down or status", action)}
+	}
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	pool, err := openPool(ctx, cfg.DatabaseURL, 2)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	switch action {
+	case "up":
+		if err := postgres.Migrate(ctx, pool); err != nil {
+			return err
+		}
+	case "down":
+		if err := postgres.MigrateDown(ctx, pool); err != nil {
+			return err
+		}
+	}
+	st, err := postgres.Migrations(ctx, pool)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VERSION\tAPPLIED\tFILE")
+	for _, m := range st {
+		fmt.Fprintf(tw, "%d\t%v\t%s\n", m.Version, m.Applied, m.Source)
+	}
+	return tw.Flush()
+}
+
+// replicaName names this process in task leases.
+func replicaName() string {
+	host, _ := os.Hostname()
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/gatehousehq/gatehouse/internal/config"
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/live"
+	"github.com/gatehousehq/gatehouse/internal/llm"
+	"github.com/gatehousehq/gatehouse/internal/llm/scripted"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/runner"
+	"github.com/gatehousehq/gatehouse/internal/web"
+	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
+)
+
+func cmdServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", "serve", stdout)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("serve takes no arguments, got %q", fs.Arg(0))}
+	}
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, stderr)
+	provider, err := newProvider(cfg.LLM)
+	if err != nil {
+		return err
+	}
+	if sp, ok := provider.(*scripted.Provider); ok {
+		for _, role := range sp.UnknownRoles() {
+			log.Warn("LLM_SCRIPT_FILE names a role no workflow of this build has", "role", role)
+		}
+	}
+
+	pool, err := openPool(ctx, cfg.DatabaseURL, 2*cfg.Workers+16)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		if errors.Is(err, postgres.ErrSchemaTooNew) {
+			return fmt.Errorf("refusing to start: %w; run a newer gatehouse", err)
+		}
+		return err
+	}
+	store := postgres.NewStore(pool)
+	workflows, err := buildWorkflows(provider)
+	if err != nil {
+		return err
+	}
+	engine, err := graph.NewEngine(store, workflows, graph.WithLogger(log))
+	if err != nil {
+		return err
+	}
+
+	// The hub and the workers outlive ctx (the signal): they stop in order
+	// below.
+	hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHub()
+	hub := live.NewHub(cfg.DatabaseURL, store, log.With("component", "live"))
+	hubDone := make(chan struct{})
+	go func() { defer close(hubDone); hub.Run(hubCtx) }()
+
+	owner := replicaName()
+	run := runner.New(store, engine, runner.Config{Owner: owner, Workers: cfg.Workers, LeaseTTL: cfg.LeaseTTL,
+		Logger: log.With("component", "runner")})
+	if cfg.Workers > 0 {
+		hub.OnRunnable(func(string) { run.Wake() })
+		run.Start()
+	}
+
+	srv := web.New(web.Deps{Engine: engine, Store: store, Hub: hub, Wake: run.Wake, BootstrapToken: cfg.BootstrapToken,
+		Ready: func(ctx context.Context) error { return postgres.Ready(ctx, pool) }, Logger: log.With("component", "http"),
+		Version: version})
+	addr, err := srv.Start(cfg.Addr)
+	if err != nil {
+		if cfg.Workers > 0 {
+			run.Stop(context.Background())
+		}
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	log.Info("gatehouse serving", "addr", addr.String(), "url", "http://"+addr.String(), "replica", owner,
+		"workers", cfg.Workers, "lease_ttl", cfg.LeaseTTL, "llm", provider.Name(), "version", version)
+
+	<-ctx.Done()
+	log.Info("shutting down", "grace", cfg.ShutdownGrace)
+	grace, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+	defer cancel()
+	// No new requests; websockets get a close frame.
+	if err := srv.Shutdown(grace); err != nil {
+		log.Warn("http shutdown", "error", err)
+	}
+	// Node runs in flight finish within the grace period, or hand their
+	// leases back to another replica.
+	if cfg.Workers > 0 {
+		run.Stop(grace)
+	}
+	stopHub()
+	<-hubDone
+	log.Info("stopped")
+	return nil
+}
+
+func newProvider(c config.LLM) (llm.Provider, error) {
+	switch c.Provider {
+	case "scripted":
+		var script *scripted.Script
+		if c.ScriptFile != "" {
+			s, err := scripted.LoadScript(c.ScriptFile)
+			if err != nil {
+				return nil, usageError{"LLM_SCRIPT_FILE: " + err.Error()}
+			}
+			script = s
+		}
+		return scripted.New(scripted.Chain(feature.BuiltinReply), script), nil
+	default:
+		return nil, usageError{fmt.Sprintf("LLM_PROVIDER=%s is not available in this build yet; use scripted", c.Provider)}
+	}
+}
+
+func buildWorkflows(p llm.Provider) ([]graph.Workflow, error) {
+	f, err := feature.New(feature.LLMExecutor(p))
+	if err != nil {
+		return nil, err
+	}
+	return []graph.Workflow{f}, nil
+}

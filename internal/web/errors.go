@@ -1,0 +1,191 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
+)
+
+// Error codes of the API (the "code" of an error body).
+const (
+	CodeBadRequest       = "bad_request"
+	CodeUnknownWorkflow  = "unknown_workflow"
+	CodeUnauthorized     = "unauthorized"
+	CodeForbidden        = "forbidden"
+	CodeNotFound         = "not_found"
+	CodeMethodNotAllowed = "method_not_allowed"
+	CodeConflict         = "conflict"
+	CodeTooLarge         = "too_large"
+	CodeInvalidInput     = "invalid_input"
+	CodeUnavailable      = "unavailable"
+	CodeInternal         = "internal"
+)
+
+// Error is an API error: what the client sees. Handlers return it (or any
+// error; errorOf maps the rest).
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+	// Field names the bad part of the request (a body field such as
+	// "input.description", a query parameter such as "cursor", a path
+	// parameter such as "id"); empty when the request as a whole is wrong.
+	Field string
+	// Err is the cause, logged and never shown.
+	Err error
+}
+
+func (e *Error) Error() string {
+	msg := fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
+	if e.Field != "" {
+		msg += " (field " + e.Field + ")"
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// badRequest is a 400 naming the field.
+func badRequest(field, format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+func notFound(what string) *Error {
+	return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: what + " not found"}
+}
+
+// statusClientGone marks a request whose client went away (nginx's 499):
+// logged as such, never an error of ours.
+const statusClientGone = 499
+
+// maxBody is the request body limit (SPEC §7: 413 above 1 MiB).
+const maxBody = 1 << 20
+
+func tooLarge() *Error {
+	return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
+		Message: fmt.Sprintf("request body is larger than %d bytes", maxBody)}
+}
+
+// errorOf maps any error to what the client sees. It is the one place where
+// errors become statuses.
+func errorOf(err error) *Error {
+	var (
+		apiErr   *Error
+		valErr   *graph.ValidationError
+		wfErr    *graph.UnknownWorkflowError
+		wrongErr *graph.WrongTaskError
+		stErr    *postgres.StatusError
+		cfErr    *graph.ConflictError
+		maxErr   *http.MaxBytesError
+		httpErr  *echo.HTTPError
+	)
+	switch {
+	case errors.As(err, &apiErr):
+		return apiErr
+	case errors.As(err, &maxErr):
+		return tooLarge()
+	case errors.As(err, &valErr):
+		// The workflow's input schema is 422; the rest of a request (options,
+		// the decision's fields) is plain bad input.
+		if valErr.Field == "input" || strings.HasPrefix(valErr.Field, "input.") {
+			return &Error{Status: http.StatusUnprocessableEntity, Code: CodeInvalidInput, Field: valErr.Field,
+				Message: valErr.Error(), Err: err}
+		}
+		return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Field: valErr.Field, Message: valErr.Error(), Err: err}
+	case errors.As(err, &wfErr):
+		return &Error{Status: http.StatusBadRequest, Code: CodeUnknownWorkflow, Field: "workflow",
+			Message: fmt.Sprintf("no workflow is called %q", wfErr.Name), Err: err}
+	case errors.As(err, &wrongErr):
+		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Field: "interrupt_id",
+			Message: "interrupt not found for this task", Err: err}
+	case errors.Is(err, graph.ErrInterruptNotFound):
+		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Field: "interrupt_id", Message: "interrupt not found", Err: err}
+	case errors.Is(err, graph.ErrTaskNotFound):
+		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "task not found", Err: err}
+	case errors.Is(err, postgres.ErrCheckpointNotFound):
+		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Field: "step", Message: "checkpoint not found", Err: err}
+	case errors.As(err, &cfErr):
+		return &Error{Status: http.StatusConflict, Code: CodeConflict, Field: "interrupt_id", Message: cfErr.Error(), Err: err}
+	case errors.As(err, &stErr):
+		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: stErr.Error(), Err: err}
+	case errors.Is(err, graph.ErrConflict):
+		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "conflict", Err: err}
+	case errors.As(err, &httpErr):
+		return fromHTTPError(httpErr)
+	case errors.Is(err, context.Canceled):
+		// The client went away; nobody reads this.
+		return &Error{Status: statusClientGone, Code: CodeUnavailable, Message: "request cancelled", Err: err}
+	default:
+		return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error", Err: err}
+	}
+}
+
+// fromHTTPError maps echo's own errors (no route, wrong method, …).
+func fromHTTPError(h *echo.HTTPError) *Error {
+	e := &Error{Status: h.Code, Message: http.StatusText(h.Code), Err: h}
+	if m, ok := h.Message.(string); ok && m != "" {
+		e.Message = m
+	}
+	switch h.Code {
+	case http.StatusNotFound:
+		e.Code = CodeNotFound
+	case http.StatusMethodNotAllowed:
+		e.Code = CodeMethodNotAllowed
+	case http.StatusRequestEntityTooLarge:
+		return tooLarge()
+	case http.StatusUnauthorized:
+		e.Code = CodeUnauthorized
+	case http.StatusForbidden:
+		e.Code = CodeForbidden
+	case http.StatusConflict:
+		e.Code = CodeConflict
+	case http.StatusServiceUnavailable:
+		e.Code = CodeUnavailable
+	default:
+		if h.Code >= 500 {
+			e.Status, e.Code, e.Message = http.StatusInternalServerError, CodeInternal, "internal error"
+		} else {
+			e.Code = CodeBadRequest
+		}
+	}
+	return e
+}
+
+// errorBody is the JSON of an error response.
+type errorBody struct {
+	Error errorJSON `json:"error"`
+}
+
+type errorJSON struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+// handleError is echo's HTTPErrorHandler: it writes the error body unless
+// the response has started. Logging is the request logger's job.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	e := errorOf(err)
+	status := e.Status
+	if status == statusClientGone {
+		status = http.StatusServiceUnavailable
+	}
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(status)
+		return
+	}
+	_ = writeJSON(c, status, errorBody{Error: errorJSON{Code: e.Code, Message: e.Message, Field: e.Field}})
+}

@@ -1,0 +1,273 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
+)
+
+// The JSON shapes of SPEC §7. Times are RFC 3339 with nanoseconds, in UTC.
+
+// Task is the JSON of a task.
+type Task struct {
+	ID               string          `json:"id"`
+	Workflow         string          `json:"workflow"`
+	Title            string          `json:"title"`
+	Status           string          `json:"status"`
+	CurrentNode      string          `json:"current_node"`
+	Input            json.RawMessage `json:"input"`
+	Options          json.RawMessage `json:"options"`
+	PendingInterrupt *Interrupt      `json:"pending_interrupt"`
+	Result           json.RawMessage `json:"result"`
+	Error            *string         `json:"error"`
+	CreatedAt        string          `json:"created_at"`
+	UpdatedAt        string          `json:"updated_at"`
+	CompletedAt      *string         `json:"completed_at"`
+}
+
+// Interrupt is the JSON of an interrupt; Task is set in the inbox only.
+type Interrupt struct {
+	ID        string                 `json:"id"`
+	TaskID    string                 `json:"task_id"`
+	Node      string                 `json:"node"`
+	Kind      string                 `json:"kind"`
+	Iteration int                    `json:"iteration"`
+	Payload   graph.InterruptPayload `json:"payload"`
+	Status    string                 `json:"status"`
+	CreatedAt string                 `json:"created_at"`
+	Task      *TaskRef               `json:"task,omitempty"`
+}
+
+// TaskRef names the task of an inbox entry.
+type TaskRef struct {
+	ID       string `json:"id"`
+	Title    string `json:"title"`
+	Workflow string `json:"workflow"`
+}
+
+// Event is the JSON of an event.
+type Event struct {
+	Seq        int64           `json:"seq"`
+	TaskID     string          `json:"task_id"`
+	Type       string          `json:"type"`
+	Node       string          `json:"node"`
+	Iteration  int             `json:"iteration"`
+	Phase      string          `json:"phase"`
+	At         string          `json:"at"`
+	DurationMS *int64          `json:"duration_ms,omitempty"`
+	Data       json.RawMessage `json:"data"`
+}
+
+// Artifact is the JSON of one version of an artifact.
+type Artifact struct {
+	Name        string `json:"name"`
+	Version     int    `json:"version"`
+	Node        string `json:"node"`
+	Iteration   int    `json:"iteration"`
+	ContentType string `json:"content_type"`
+	Content     string `json:"content"`
+	CreatedAt   string `json:"created_at"`
+}
+
+// Decision is the JSON of a decision.
+type Decision struct {
+	ID          string          `json:"id"`
+	InterruptID string          `json:"interrupt_id"`
+	TaskID      string          `json:"task_id"`
+	Action      string          `json:"action"`
+	Feedback    string          `json:"feedback"`
+	Value       json.RawMessage `json:"value"`
+	DecidedBy   string          `json:"decided_by"`
+	DecidedAt   string          `json:"decided_at"`
+}
+
+// Checkpoint is the JSON of a checkpoint of the history; State is set when
+// one checkpoint is asked for.
+type Checkpoint struct {
+	Step       int             `json:"step"`
+	Reason     string          `json:"reason"`
+	LastNodeID string          `json:"last_node_id"`
+	NextNodeID string          `json:"next_node_id"`
+	CreatedAt  string          `json:"created_at"`
+	State      json.RawMessage `json:"state,omitempty"`
+}
+
+// State is the JSON of the current checkpoint.
+type State struct {
+	State      json.RawMessage `json:"state"`
+	LastNodeID string          `json:"last_node_id"`
+	Step       int             `json:"step"`
+	UpdatedAt  string          `json:"updated_at"`
+}
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func stampPtr(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := stamp(*t)
+	return &s
+}
+
+func orNull(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return nil // marshals as null
+	}
+	return b
+}
+
+func orObject(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 || string(b) == "null" {
+		return json.RawMessage(`{}`)
+	}
+	return b
+}
+
+func taskJSON(t *graph.Task, pending *graph.Interrupt) Task {
+	out := Task{ID: t.ID, Workflow: t.Workflow, Title: t.Title, Status: string(t.Status), CurrentNode: t.CurrentNode,
+		Input: orObject(t.Input), Options: orObject(t.Options), Result: orNull(t.Result),
+		CreatedAt: stamp(t.CreatedAt), UpdatedAt: stamp(t.UpdatedAt), CompletedAt: stampPtr(t.CompletedAt)}
+	if t.Error != "" {
+		e := t.Error
+		out.Error = &e
+	}
+	if pending != nil {
+		itr := interruptJSON(pending)
+		out.PendingInterrupt = &itr
+	}
+	return out
+}
+
+func interruptJSON(i *graph.Interrupt) Interrupt {
+	p := i.Payload
+	if p.Actions == nil {
+		p.Actions = []string{}
+	}
+	return Interrupt{ID: i.ID, TaskID: i.TaskID, Node: i.Node, Kind: i.Kind, Iteration: i.Iteration, Payload: p,
+		Status: i.Status, CreatedAt: stamp(i.CreatedAt)}
+}
+
+func inboxJSON(e *postgres.InboxEntry) Interrupt {
+	out := interruptJSON(&e.Interrupt)
+	out.Task = &TaskRef{ID: e.Task.ID, Title: e.Task.Title, Workflow: e.Task.Workflow}
+	return out
+}
+
+func eventJSON(e *graph.Event) Event {
+	return Event{Seq: e.Seq, TaskID: e.TaskID, Type: e.Type, Node: e.Node, Iteration: e.Iteration, Phase: e.Phase,
+		At: stamp(e.At), DurationMS: e.DurationMS, Data: orObject(e.Data)}
+}
+
+func artifactJSON(a *graph.Artifact) Artifact {
+	return Artifact{Name: a.Name, Version: a.Version, Node: a.Node, Iteration: a.Iteration, ContentType: a.ContentType,
+		Content: a.Content, CreatedAt: stamp(a.CreatedAt)}
+}
+
+func decisionJSON(d *graph.Decision) Decision {
+	return Decision{ID: d.ID, InterruptID: d.InterruptID, TaskID: d.TaskID, Action: d.Action, Feedback: d.Feedback,
+		Value: orNull(d.Value), DecidedBy: d.DecidedBy, DecidedAt: stamp(d.DecidedAt)}
+}
+
+func checkpointJSON(h *postgres.HistoryEntry) Checkpoint {
+	return Checkpoint{Step: h.Step, Reason: h.Reason, LastNodeID: h.LastNode, NextNodeID: h.NextNode, CreatedAt: stamp(h.CreatedAt)}
+}
+
+// writeJSON renders v first and writes it with the status only once it
+// rendered: a marshalling error never leaves half a body behind a 200.
+func writeJSON(c echo.Context, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("render %T: %w", v, err)
+	}
+	b = append(b, '\n')
+	return c.JSONBlob(status, b)
+}
+
+// decodeBody reads the request body, one JSON object, into v: unknown
+// fields, wrong types, trailing data and an empty body are 400s naming what
+// is wrong; a body over the limit is 413.
+func decodeBody(c echo.Context, v any) error {
+	r := c.Request()
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return bodyError(err)
+	}
+	// Exactly one value: anything but white space after it is refused.
+	var extra json.RawMessage
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err == nil:
+		return badRequest("", "request body has data after the JSON object")
+	default:
+		var maxErr *http.MaxBytesError
+		if errors.As(err, &maxErr) {
+			return tooLarge()
+		}
+		return badRequest("", "request body has data after the JSON object")
+	}
+}
+
+func bodyError(err error) error {
+	var (
+		maxErr    *http.MaxBytesError
+		typeErr   *json.UnmarshalTypeError
+		syntaxErr *json.SyntaxError
+	)
+	switch {
+	case errors.As(err, &maxErr):
+		return tooLarge()
+	case errors.Is(err, io.EOF):
+		return badRequest("", "request body is empty; send a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("", "request body is truncated JSON")
+	case errors.As(err, &syntaxErr):
+		return badRequest("", "request body is not valid JSON: %s (at byte %d)", syntaxErr.Error(), syntaxErr.Offset)
+	case errors.As(err, &typeErr):
+		if typeErr.Field == "" {
+			return badRequest("", "request body must be a JSON object")
+		}
+		return badRequest(typeErr.Field, "%s must be %s, not %s", typeErr.Field, jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return badRequest(f, "%s is not a field of this request", f)
+	default:
+		return badRequest("", "request body is not valid JSON: %v", err)
+	}
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "a string"
+	case "struct", "map":
+		return "an object"
+	case "slice", "array":
+		return "an array"
+	case "bool":
+		return "a boolean"
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
+		return "an integer"
+	case "float32", "float64":
+		return "a number"
+	default:
+		return "a " + goKind
+	}
+}
+
+// isNull reports whether a raw JSON value is absent or null.
+func isNull(b json.RawMessage) bool {
+	return len(bytes.TrimSpace(b)) == 0 || string(bytes.TrimSpace(b)) == "null"
+}

@@ -1,0 +1,118 @@
+package web
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+// logRequests logs every request once it is answered: method, path, route,
+// status and duration; for errors the cause under "error" (5xx at level
+// error with the details the client never sees).
+func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err) // writes the error response
+		}
+		r := c.Request()
+		status := c.Response().Status
+		attrs := []any{"method", r.Method, "path", r.URL.Path, "route", c.Path(), "status", status,
+			"duration", time.Since(start)}
+		level := slog.LevelInfo
+		if err != nil {
+			e := errorOf(err)
+			cause := error(e)
+			if e.Err != nil {
+				cause = e.Err
+			}
+			attrs = append(attrs, "code", e.Code, "error", cause)
+			if e.Status >= 500 && e.Status != statusClientGone {
+				level = slog.LevelError
+			}
+		}
+		s.log.Log(r.Context(), level, "http request", attrs...)
+		return nil
+	}
+}
+
+// recoverPanics turns a handler's panic into a 500 (logged with its stack).
+func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			}
+		}()
+		return next(c)
+	}
+}
+
+// onAPI applies mw to requests under /api/v1 only.
+func onAPI(mw echo.MiddlewareFunc) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		wrapped := mw(next)
+		return func(c echo.Context) error {
+			if p := c.Request().URL.Path; p == apiPrefix || strings.HasPrefix(p, apiPrefix+"/") {
+				return wrapped(c)
+			}
+			return next(c)
+		}
+	}
+}
+
+// authenticate requires the bootstrap token as a bearer token, compared in
+// constant time (of equal-length digests, so the length leaks nothing
+// either). It runs before anything else about an /api/v1 request.
+func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !s.hasToken {
+			s.tokenWarn.Do(func() {
+				s.log.Warn("no bootstrap token is configured: the API refuses every request (set BOOTSTRAP_TOKEN)")
+			})
+			return unauthorized(c)
+		}
+		scheme, token, ok := strings.Cut(c.Request().Header.Get(echo.HeaderAuthorization), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			return unauthorized(c)
+		}
+		sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+		if subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) != 1 {
+			return unauthorized(c)
+		}
+		return next(c)
+	}
+}
+
+func unauthorized(c echo.Context) error {
+	c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="gatehouse"`)
+	return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
+		Message: "a valid bearer token is required (Authorization: Bearer <token>)"}
+}
+
+// limitBody refuses bodies over maxBody: at once when Content-Length says
+// so, otherwise when the reader crosses the limit (decodeBody then answers
+// 413).
+func limitBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if r.ContentLength > maxBody {
+			return tooLarge()
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(c.Response(), r.Body, maxBody)
+		}
+		return next(c)
+	}
+}

@@ -1,0 +1,277 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/graph/graphtest"
+	"github.com/gatehousehq/gatehouse/internal/live"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
+	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
+)
+
+const testToken = "test-token-7f3a9c"
+
+// bundle is what an API test needs: a fresh database, the engine over it
+// (feature and linear workflows), a running hub and the server behind an
+// httptest server. No runner: tests advance tasks with run.
+type bundle struct {
+	pool   *pgxpool.Pool
+	store  *postgres.Store
+	engine *graph.Engine
+	stub   *featuretest.StubExecutor
+	hub    *live.Hub
+	srv    *Server
+	base   string // http://127.0.0.1:port
+	wakes  atomic.Int64
+}
+
+type setupOpts struct {
+	token   string
+	noStart bool            // do not start an httptest server (the test calls srv.Start)
+	tweak   func(s *Server) // adjusts the server before it serves
+}
+
+func setup(t *testing.T, opts ...setupOpts) *bundle {
+	t.Helper()
+	o := setupOpts{token: testToken}
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	ctx := context.Background()
+	cs := pgtest.NewDB(t)
+	pool, err := pgxpool.New(ctx, cs)
+	if err != nil {
+		t.Fatalf("pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	store := postgres.NewStore(pool)
+	stub := featuretest.NewStub("")
+	fw, err := feature.New(stub, feature.WithRetry(graph.RetryPolicy{Attempts: 1}))
+	if err != nil {
+		t.Fatalf("feature.New: %v", err)
+	}
+	engine, err := graph.NewEngine(store, []graph.Workflow{fw, graphtest.Linear(2)})
+	if err != nil {
+		t.Fatalf("NewEngine: %v", err)
+	}
+
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	hub := live.NewHub(cs, store, log.With("component", "live"))
+	hubCtx, stopHub := context.WithCancel(ctx)
+	hubDone := make(chan struct{})
+	go func() { defer close(hubDone); hub.Run(hubCtx) }()
+	t.Cleanup(func() { stopHub(); <-hubDone })
+	select {
+	case <-hub.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatal("hub never listened")
+	}
+
+	b := &bundle{pool: pool, store: store, engine: engine, stub: stub, hub: hub}
+	b.srv = New(Deps{Engine: engine, Store: store, Hub: hub, Wake: func() { b.wakes.Add(1) }, BootstrapToken: o.token,
+		Ready: func(ctx context.Context) error { return postgres.Ready(ctx, pool) }, Logger: log, Version: "test"})
+	if o.tweak != nil {
+		o.tweak(b.srv)
+	}
+	if !o.noStart {
+		ts := httptest.NewServer(b.srv.Handler())
+		b.base = ts.URL
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := b.srv.Shutdown(ctx); err != nil {
+				t.Errorf("shutdown: %v", err)
+			}
+			ts.Close()
+		})
+	}
+	return b
+}
+
+// response is an HTTP answer, read whole.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// json decodes the body into v.
+func (r response) json(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.body, err)
+	}
+}
+
+// apiErr is the error body.
+func (r response) apiErr(t *testing.T) errorJSON {
+	t.Helper()
+	var e errorBody
+	r.json(t, &e)
+	return e.Error
+}
+
+// do sends a request with the test token. body is a string (sent as is),
+// nil (none) or anything else (marshalled).
+func (b *bundle) do(t *testing.T, method, path string, body any) response {
+	t.Helper()
+	return b.doAuth(t, method, path, body, "Bearer "+testToken)
+}
+
+func (b *bundle) doAuth(t *testing.T, method, path string, body any, auth string) response {
+	t.Helper()
+	var rd io.Reader
+	switch v := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(v)
+	case []byte:
+		rd = bytes.NewReader(v)
+	case io.Reader:
+		rd = v
+	default:
+		raw, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("marshal: %v", err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, b.base+path, rd)
+	if err != nil {
+		t.Fatalf("request: %v", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("read body: %v", err)
+	}
+	return response{status: res.StatusCode, header: res.Header, body: raw}
+}
+
+// featureInput is a valid feature task request; gates {} makes every gate
+// wait for a human.
+func featureTask(gates map[string]bool) map[string]any {
+	req := map[string]any{"workflow": "feature", "input": map[string]any{"description": featuretest.DefaultDescription}}
+	if gates != nil {
+		req["options"] = map[string]any{"gates": gates}
+	}
+	return req
+}
+
+// create starts a task through the API.
+func (b *bundle) create(t *testing.T, req any) Task {
+	t.Helper()
+	r := b.do(t, http.MethodPost, "/api/v1/tasks", req)
+	if r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	var task Task
+	r.json(t, &task)
+	return task
+}
+
+// run advances the task as a worker would, with its current fence.
+func (b *bundle) run(t *testing.T, id string) graph.Outcome {
+	t.Helper()
+	ctx := context.Background()
+	task, err := b.store.Task(ctx, id)
+	if err != nil {
+		t.Fatalf("task %s: %v", id, err)
+	}
+	out, err := b.engine.Run(ctx, id, task.Fence)
+	if err != nil {
+		t.Fatalf("run %s: %v", id, err)
+	}
+	return out
+}
+
+// getTask reads a task through the API.
+func (b *bundle) getTask(t *testing.T, id string) Task {
+	t.Helper()
+	r := b.do(t, http.MethodGet, "/api/v1/tasks/"+id, nil)
+	if r.status != http.StatusOK {
+		t.Fatalf("get task: %d %s", r.status, r.body)
+	}
+	var task Task
+	r.json(t, &task)
+	return task
+}
+
+// decide posts a decision and expects 202.
+func (b *bundle) decide(t *testing.T, taskID string, body map[string]any) Task {
+	t.Helper()
+	r := b.do(t, http.MethodPost, "/api/v1/tasks/"+taskID+"/decisions", body)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("decide %v: %d %s", body, r.status, r.body)
+	}
+	var task Task
+	r.json(t, &task)
+	return task
+}
+
+// waitingTask creates a feature task with human gates and runs it to its
+// first interrupt (prd).
+func (b *bundle) waitingTask(t *testing.T) Task {
+	t.Helper()
+	task := b.create(t, featureTask(map[string]bool{}))
+	if out := b.run(t, task.ID); out.Status != graph.StatusWaiting {
+		t.Fatalf("run: %+v, want waiting", out)
+	}
+	got := b.getTask(t, task.ID)
+	if got.PendingInterrupt == nil {
+		t.Fatalf("waiting task has no pending interrupt: %+v", got)
+	}
+	return got
+}
+
+// fingerprint sums up every table the API may write: row counts, and the
+// columns an action changes.
+func (b *bundle) fingerprint(t *testing.T) string {
+	t.Helper()
+	var s string
+	err := b.pool.QueryRow(context.Background(), `SELECT concat_ws(' ',
+		(SELECT count(*) FROM tasks), (SELECT count(*) FROM workflow_checkpoints),
+		(SELECT count(*) FROM checkpoint_history), (SELECT count(*) FROM interrupts),
+		(SELECT count(*) FROM decisions), (SELECT count(*) FROM task_events), (SELECT count(*) FROM artifacts),
+		(SELECT md5(coalesce(string_agg(id::text || status || updated_at::text || lease_fence || event_seq, ',' ORDER BY id), ''))
+		 FROM tasks),
+		(SELECT md5(coalesce(string_agg(id::text || status, ',' ORDER BY id), '')) FROM interrupts))`).Scan(&s)
+	if err != nil {
+		t.Fatalf("fingerprint: %v", err)
+	}
+	return s
+}
+
+func (b *bundle) count(t *testing.T, table string) int {
+	t.Helper()
+	var n int
+	if err := b.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		t.Fatalf("count %s: %v", table, err)
+	}
+	return n
+}

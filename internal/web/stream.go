@@ -1,0 +1,176 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/labstack/echo/v4"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+)
+
+// streamBuffer is how many rendered events wait for the socket. When it is
+// full, Follow blocks, the hub drops its subscription as slow, and Follow
+// catches up from the table once the socket drains: a slow client costs
+// memory for this many events, never more.
+const streamBuffer = 64
+
+// maxClientMessage bounds what a client may send (it is read and dropped).
+const maxClientMessage = 4096
+
+// stream: GET /api/v1/tasks/:id/stream?after=N — a websocket carrying every
+// event of the task with seq > N as JSON text messages, replayed from the
+// table, then live, in seq order without gaps or repeats.
+func (s *Server) stream(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	after, err := queryInt(c, "after", 0, 0, 1<<62)
+	if err != nil {
+		return err
+	}
+	if s.hub == nil {
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "live events are not available"}
+	}
+	r := c.Request()
+	t, err := s.store.Task(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	if !websocket.IsWebSocketUpgrade(r) {
+		return badRequest("", "this endpoint is a websocket: send an upgrade request")
+	}
+	if !s.beginStream() {
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "server is shutting down"}
+	}
+	defer s.streams.Done()
+	conn, err := s.upgrader.Upgrade(c.Response(), r, nil)
+	if err != nil {
+		// The upgrader has answered the client.
+		c.Response().Committed = true
+		s.log.Info("websocket upgrade failed", "task", t.ID, "error", err)
+		return nil
+	}
+	// The connection is hijacked: tell the logger what happened to it.
+	c.Response().Status, c.Response().Committed = http.StatusSwitchingProtocols, true
+	last, reason := s.serveStream(r.Context(), conn, t.ID, after)
+	s.log.Debug("websocket closed", "task", t.ID, "after", after, "last_seq", last, "reason", reason)
+	return nil
+}
+
+// serveStream runs one websocket: a reader goroutine (drops input, answers
+// pings and close frames, notices the client leaving), a follower
+// goroutine (hub.Follow, rendering events into a buffered channel) and this
+// goroutine, the only writer. It returns the last seq sent and why it ended.
+func (s *Server) serveStream(parent context.Context, conn *websocket.Conn, taskID string, after int64) (int64, string) {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		defer cancel()
+		conn.SetReadLimit(maxClientMessage)
+		_ = conn.SetReadDeadline(time.Now().Add(s.pongWait))
+		conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(s.pongWait)) })
+		for {
+			// NextReader drops the previous message unread.
+			if _, _, err := conn.NextReader(); err != nil {
+				return
+			}
+		}
+	}()
+
+	type message struct {
+		seq  int64
+		body []byte
+	}
+	out := make(chan message, streamBuffer)
+	type followed struct {
+		last int64
+		err  error
+	}
+	followDone := make(chan followed, 1)
+	go func(done chan<- followed) {
+		last, err := s.hub.Follow(ctx, taskID, after, func(ev graph.Event) error {
+			b, err := json.Marshal(eventJSON(&ev))
+			if err != nil {
+				return err
+			}
+			select {
+			case out <- message{ev.Seq, b}:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		done <- followed{last, err}
+	}(followDone)
+
+	ping := time.NewTicker(s.pingPeriod)
+	defer ping.Stop()
+	last := after
+	reason := ""
+loop:
+	for {
+		select {
+		case m := <-out:
+			_ = conn.SetWriteDeadline(time.Now().Add(s.writeWait))
+			if err := conn.WriteMessage(websocket.TextMessage, m.body); err != nil {
+				reason = "write: " + err.Error()
+				break loop
+			}
+			last = m.seq
+		case <-ping.C:
+			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.writeWait)); err != nil {
+				reason = "ping: " + err.Error()
+				break loop
+			}
+		case <-s.closing:
+			reason = "server shutting down"
+			s.closeStream(conn, websocket.CloseGoingAway, "server shutting down", readerDone)
+			break loop
+		case f := <-followDone:
+			followDone = nil // received
+			// Follow ends only when ctx does or the store fails.
+			if f.err != nil && !errors.Is(f.err, context.Canceled) {
+				s.log.Error("websocket follow failed", "task", taskID, "error", f.err)
+				reason = "follow: " + f.err.Error()
+				s.closeStream(conn, websocket.CloseInternalServerErr, "internal error", readerDone)
+			} else {
+				reason = "client gone"
+			}
+			break loop
+		case <-ctx.Done():
+			reason = "client gone"
+			break loop
+		}
+	}
+	cancel()
+	_ = conn.Close()
+	<-readerDone
+	if followDone != nil {
+		<-followDone
+	}
+	return last, reason
+}
+
+// closeStream says goodbye with a close frame and waits a moment for the
+// client's reply (the reader sees it) before the connection is closed.
+func (s *Server) closeStream(conn *websocket.Conn, code int, text string, readerDone <-chan struct{}) {
+	msg := websocket.FormatCloseMessage(code, text)
+	if err := conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(s.writeWait)); err != nil {
+		return
+	}
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case <-readerDone:
+	case <-t.C:
+	}
+}

@@ -1,0 +1,370 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
+)
+
+// Limits of the task API.
+const (
+	maxTitle          = 200
+	defaultTitleRunes = 80
+	defaultTaskLimit  = 50
+	maxTaskLimit      = 200
+	defaultEventLimit = 1000
+	maxEventLimit     = 1000
+)
+
+type createTaskRequest struct {
+	Workflow string          `json:"workflow"`
+	Title    string          `json:"title"`
+	Input    json.RawMessage `json:"input"`
+	Options  json.RawMessage `json:"options"`
+}
+
+// createTask: POST /api/v1/tasks → 201 Task.
+func (s *Server) createTask(c echo.Context) error {
+	var req createTaskRequest
+	if err := decodeBody(c, &req); err != nil {
+		return err
+	}
+	req.Workflow = strings.TrimSpace(req.Workflow)
+	if req.Workflow == "" {
+		return badRequest("workflow", "workflow is required")
+	}
+	if _, err := s.engine.Workflow(req.Workflow); err != nil {
+		return err
+	}
+	if isNull(req.Input) {
+		req.Input = nil
+	}
+	if isNull(req.Options) {
+		req.Options = nil
+	}
+	title := strings.Join(strings.Fields(req.Title), " ")
+	switch {
+	case utf8.RuneCountInString(title) > maxTitle:
+		return badRequest("title", "title is longer than %d characters", maxTitle)
+	case !utf8.ValidString(title):
+		return badRequest("title", "title is not valid UTF-8")
+	case title == "":
+		title = defaultTitle(req.Workflow, req.Input)
+	}
+	ctx := c.Request().Context()
+	t, err := s.engine.Create(ctx, graph.NewTask{Workflow: req.Workflow, Title: title, Input: req.Input,
+		Options: req.Options, CreatedBy: actor})
+	if err != nil {
+		return err
+	}
+	s.wakeRunner()
+	c.Response().Header().Set(echo.HeaderLocation, "/api/v1/tasks/"+t.ID)
+	return s.renderTask(c, http.StatusCreated, t.ID)
+}
+
+// defaultTitle is a short excerpt of the input: its first text among the
+// usual fields, else any text, else the workflow's name.
+func defaultTitle(workflow string, input json.RawMessage) string {
+	var m map[string]any
+	if json.Unmarshal(input, &m) == nil {
+		for _, k := range []string{"title", "description", "question", "prompt", "topic", "subject", "name"} {
+			if v, ok := m[k].(string); ok && strings.TrimSpace(v) != "" {
+				return excerpt(v, defaultTitleRunes)
+			}
+		}
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if v, ok := m[k].(string); ok && strings.TrimSpace(v) != "" {
+				return excerpt(v, defaultTitleRunes)
+			}
+		}
+	}
+	return workflow
+}
+
+// excerpt is s on one line, cut at a word boundary to at most n runes.
+func excerpt(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)[:n-1]
+	cut := string(r)
+	if i := strings.LastIndexByte(cut, ' '); i > n/2 {
+		cut = cut[:i]
+	}
+	return strings.TrimRight(cut, " .,;:") + "…"
+}
+
+// renderTask writes the task as stored now, with its pending interrupt.
+func (s *Server) renderTask(c echo.Context, status int, id string) error {
+	ctx := c.Request().Context()
+	t, err := s.store.Task(ctx, id)
+	if err != nil {
+		return err
+	}
+	pending, err := s.store.PendingInterrupt(ctx, t.ID)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, status, taskJSON(t, pending))
+}
+
+// getTask: GET /api/v1/tasks/:id → Task.
+func (s *Server) getTask(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	return s.renderTask(c, http.StatusOK, id)
+}
+
+type taskList struct {
+	Tasks      []Task  `json:"tasks"`
+	NextCursor *string `json:"next_cursor"`
+}
+
+// listTasks: GET /api/v1/tasks?status=&workflow=&limit=&cursor= → newest
+// first, keyset-paged.
+func (s *Server) listTasks(c echo.Context) error {
+	status, err := taskStatus(c.QueryParam("status"))
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(c, "limit", defaultTaskLimit, 1, maxTaskLimit)
+	if err != nil {
+		return err
+	}
+	cursor, err := decodeCursor(c.QueryParam("cursor"))
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	tasks, next, err := s.store.ListTasks(ctx, postgres.TaskFilter{Status: status,
+		Workflow: strings.TrimSpace(c.QueryParam("workflow")), Limit: int(limit), After: cursor})
+	if err != nil {
+		return err
+	}
+	ids := make([]string, 0, len(tasks))
+	for _, t := range tasks {
+		if t.Status == graph.StatusWaiting {
+			ids = append(ids, t.ID)
+		}
+	}
+	pending, err := s.store.PendingInterrupts(ctx, ids...)
+	if err != nil {
+		return err
+	}
+	out := taskList{Tasks: make([]Task, 0, len(tasks)), NextCursor: encodeCursor(next)}
+	for i := range tasks {
+		var p *graph.Interrupt
+		if itr, ok := pending[tasks[i].ID]; ok {
+			p = &itr
+		}
+		out.Tasks = append(out.Tasks, taskJSON(&tasks[i], p))
+	}
+	return writeJSON(c, http.StatusOK, out)
+}
+
+// taskOf reads the :id parameter and checks the task exists.
+func (s *Server) taskOf(c echo.Context) (*graph.Task, error) {
+	id, err := pathID(c)
+	if err != nil {
+		return nil, err
+	}
+	return s.store.Task(c.Request().Context(), id)
+}
+
+// getState: GET /api/v1/tasks/:id/state → the current checkpoint.
+func (s *Server) getState(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	cp, err := s.store.CurrentCheckpoint(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, State{State: orObject(cp.State), LastNodeID: cp.LastNode, Step: cp.Step,
+		UpdatedAt: stamp(cp.UpdatedAt)})
+}
+
+// listCheckpoints: GET /api/v1/tasks/:id/checkpoints → the history, in
+// step order, without state.
+func (s *Server) listCheckpoints(c echo.Context) error {
+	t, err := s.taskOf(c)
+	if err != nil {
+		return err
+	}
+	hist, err := s.store.History(c.Request().Context(), t.ID)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Checkpoints []Checkpoint `json:"checkpoints"`
+	}{Checkpoints: make([]Checkpoint, 0, len(hist))}
+	for i := range hist {
+		out.Checkpoints = append(out.Checkpoints, checkpointJSON(&hist[i]))
+	}
+	return writeJSON(c, http.StatusOK, out)
+}
+
+// getCheckpoint: GET /api/v1/tasks/:id/checkpoints/:step → one checkpoint
+// with its state.
+func (s *Server) getCheckpoint(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	step, err := paramInt(c, "step")
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	cp, err := s.store.CheckpointAt(ctx, id, step)
+	if errors.Is(err, postgres.ErrCheckpointNotFound) {
+		// Say which is missing: the task or its step.
+		if _, terr := s.store.Task(ctx, id); terr != nil {
+			return terr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	out := checkpointJSON(&cp.HistoryEntry)
+	out.State = orObject(cp.State)
+	return writeJSON(c, http.StatusOK, out)
+}
+
+func paramInt(c echo.Context, name string) (int, error) {
+	n, err := strconv.ParseUint(c.Param(name), 10, 31)
+	if err != nil {
+		return 0, badRequest(name, "%s must be a non-negative integer", name)
+	}
+	return int(n), nil
+}
+
+// listEvents: GET /api/v1/tasks/:id/events?after=N&limit= → in seq order.
+func (s *Server) listEvents(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	after, err := queryInt(c, "after", 0, 0, 1<<62)
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(c, "limit", defaultEventLimit, 1, maxEventLimit)
+	if err != nil {
+		return err
+	}
+	t, err := s.store.Task(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	evs, err := s.store.Events(c.Request().Context(), t.ID, after, int(limit))
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Events []Event `json:"events"`
+	}{Events: make([]Event, 0, len(evs))}
+	for i := range evs {
+		out.Events = append(out.Events, eventJSON(&evs[i]))
+	}
+	return writeJSON(c, http.StatusOK, out)
+}
+
+// listArtifacts: GET /api/v1/tasks/:id/artifacts → every version.
+func (s *Server) listArtifacts(c echo.Context) error {
+	t, err := s.taskOf(c)
+	if err != nil {
+		return err
+	}
+	arts, err := s.store.Artifacts(c.Request().Context(), t.ID)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Artifacts []Artifact `json:"artifacts"`
+	}{Artifacts: make([]Artifact, 0, len(arts))}
+	for i := range arts {
+		out.Artifacts = append(out.Artifacts, artifactJSON(&arts[i]))
+	}
+	return writeJSON(c, http.StatusOK, out)
+}
+
+// cancelTask: POST /api/v1/tasks/:id/cancel → 202 Task; 409 when it ended.
+func (s *Server) cancelTask(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	if err := s.store.Cancel(c.Request().Context(), id, actor); err != nil {
+		return err
+	}
+	return s.renderTask(c, http.StatusAccepted, id)
+}
+
+// retryTask: POST /api/v1/tasks/:id/retry → 202 Task; 409 unless failed.
+func (s *Server) retryTask(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	if err := s.store.Retry(c.Request().Context(), id, actor); err != nil {
+		return err
+	}
+	s.wakeRunner()
+	return s.renderTask(c, http.StatusAccepted, id)
+}
+
+func (s *Server) wakeRunner() {
+	if s.wake != nil {
+		s.wake()
+	}
+}
+
+// listWorkflows: GET /api/v1/workflows.
+func (s *Server) listWorkflows(c echo.Context) error {
+	wfs := s.engine.Workflows()
+	out := struct {
+		Workflows []graph.Description `json:"workflows"`
+	}{Workflows: make([]graph.Description, 0, len(wfs))}
+	for _, w := range wfs {
+		out.Workflows = append(out.Workflows, w.Describe())
+	}
+	return writeJSON(c, http.StatusOK, out)
+}
+
+// healthz: GET /healthz — the process answers.
+func (s *Server) healthz(c echo.Context) error {
+	return writeJSON(c, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz: GET /readyz — the database is reachable and migrated.
+func (s *Server) readyz(c echo.Context) error {
+	if s.ready != nil {
+		ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
+		defer cancel()
+		if err := s.ready(ctx); err != nil {
+			s.log.Warn("not ready", "error", err)
+			return writeJSON(c, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": err.Error()})
+		}
+	}
+	return writeJSON(c, http.StatusOK, map[string]string{"status": "ok"})
+}
