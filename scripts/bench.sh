@@ -46,7 +46,19 @@ END {
 	fig["BenchmarkPGGateCycle|us/cycle"] = "BENCH pg_gate_cycle"
 	fig["BenchmarkPGTask|us/task"] = "BENCH pg_task"
 	fig["BenchmarkFloorUpsert|us/op"] = "BENCH floor_upsert_alone"
+	fig["BenchmarkApprovalRoundTrip/tasks=1|p50_ms"] = "BENCH approval_p50_1task"
+	fig["BenchmarkApprovalRoundTrip/tasks=1|p99_ms"] = "BENCH approval_p99_1task"
+	fig["BenchmarkApprovalRoundTrip/tasks=16|p50_ms"] = "BENCH approval_p50_16tasks"
+	fig["BenchmarkApprovalRoundTrip/tasks=16|p99_ms"] = "BENCH approval_p99_16tasks"
+	fig["BenchmarkThroughput16|tasks/s"] = "BENCH throughput_16_tasks"
+	fig["BenchmarkThroughput16|steps/s"] = "BENCH throughput_16_steps"
+	fig["BenchmarkThroughput16|floor_ops/s"] = "BENCH floor_upsert_16conns"
 	unit["BenchmarkPGStepVsFloor|floor_us/op"] = "us/op"
+	unit["BenchmarkThroughput16|floor_ops/s"] = "ops/s"
+	unit["BenchmarkApprovalRoundTrip/tasks=1|p50_ms"] = "ms"
+	unit["BenchmarkApprovalRoundTrip/tasks=1|p99_ms"] = "ms"
+	unit["BenchmarkApprovalRoundTrip/tasks=16|p50_ms"] = "ms"
+	unit["BenchmarkApprovalRoundTrip/tasks=16|p99_ms"] = "ms"
 	for (k = 1; k <= n; k++) {
 		key = order[k]
 		if (key in fig) {
@@ -57,4 +69,6 @@ END {
 	}
 	if ("BenchmarkPGStepVsFloor|ratio" in vals)
 		printf "RATIO pg_step_vs_floor: %.2f\n", median("BenchmarkPGStepVsFloor|ratio")
+	if ("BenchmarkThroughput16|ratio" in vals)
+		printf "RATIO throughput_16_vs_floor: %.2f\n", median("BenchmarkThroughput16|ratio")
 }' "$out"

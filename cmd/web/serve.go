@@ -52,6 +52,9 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	store := postgres.NewStore(pool)
+	notifyCtx, stopNotify := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopNotify()
+	store.StartNotifier(notifyCtx, log.With("component", "notify"))
 	workflows, err := buildWorkflows(provider)
 	if err != nil {
 		return err

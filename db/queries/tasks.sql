@@ -50,11 +50,6 @@ WITH t AS (
     SELECT task_id, step, @reason::text, last_node_id, next_node_id, state, iterations, answers, pending_interrupt_id,
            updated_at
     FROM cp
-), n AS (
-    -- announce the range to every replica (delivered at commit)
-    SELECT pg_notify('gatehouse_events', format('%s:%s:%s', sqlc.arg(id)::uuid,
-                     t.event_seq - cardinality(sqlc.arg(types)::text[]) + 1, t.event_seq)) AS sent
-    FROM t
 )
 INSERT INTO task_events (task_id, seq, type, node, iteration, phase, duration_ms, data, created_at)
 SELECT @id::uuid,
@@ -65,19 +60,15 @@ SELECT @id::uuid,
        ((@datas::text[])[e.ord])::jsonb, (@ats::timestamptz[])[e.ord]
 FROM unnest(@types::text[]) WITH ORDINALITY AS e(type, ord)
 LEFT JOIN t ON true
-LEFT JOIN n ON true
 RETURNING seq;
 
--- TaskNotifyEvents announces the events a transaction appended, as
--- "<task id>:<first seq>:<last seq>", to every replica's listener. NOTIFY
--- is delivered at commit, in commit order.
--- name: TaskNotifyEvents :exec
-SELECT pg_notify('gatehouse_events', format('%s:%s:%s', id, event_seq - sqlc.arg(n)::bigint + 1, event_seq))
-FROM tasks WHERE id = sqlc.arg(id)::uuid;
-
--- TaskNotifyRunnable wakes the workers of every replica for a task.
--- name: TaskNotifyRunnable :exec
-SELECT pg_notify('gatehouse_runnable', sqlc.arg(id)::uuid::text);
+-- NotifyMany sends NOTIFYs: channels[i] gets payloads[i]. The store sends
+-- them after the commit they announce, in their own asynchronously committed
+-- transaction: a transaction that notifies holds a database-wide lock until
+-- its commit is flushed, which would serialise every commit of every worker.
+-- name: NotifyMany :exec
+SELECT pg_notify((sqlc.arg(channels)::text[])[i], (sqlc.arg(payloads)::text[])[i])
+FROM generate_subscripts(sqlc.arg(channels)::text[], 1) AS i;
 
 -- TaskClaim takes up to max runnable tasks for owner: queued ones, and
 -- running ones whose lease expired (their worker died). The fence moves on,

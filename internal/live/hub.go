@@ -18,12 +18,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
 )
 
 // Channels the hub listens on; the store sends on them.
 const (
-	ChannelEvents   = "gatehouse_events"
-	ChannelRunnable = "gatehouse_runnable"
+	ChannelEvents   = postgres.ChannelEvents
+	ChannelRunnable = postgres.ChannelRunnable
 )
 
 // EventSource reads committed events of a task in seq order.

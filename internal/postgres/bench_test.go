@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/graph/graphtest"
@@ -22,7 +23,7 @@ const benchNodes = 10
 // clock starts: creation is not a step (BenchmarkPGTask includes it).
 func BenchmarkPGStep(b *testing.B) {
 	pool := pgtest.NewPool(b)
-	e, err := graph.NewEngine(postgres.NewStore(pool), []graph.Workflow{graphtest.Linear(benchNodes)})
+	e, err := graph.NewEngine(newStore(b, pool), []graph.Workflow{graphtest.Linear(benchNodes)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func BenchmarkPGStep(b *testing.B) {
 // BenchmarkPGTask creates and runs 10-node linear tasks, one at a time.
 func BenchmarkPGTask(b *testing.B) {
 	pool := pgtest.NewPool(b)
-	e, err := graph.NewEngine(postgres.NewStore(pool), []graph.Workflow{graphtest.Linear(benchNodes)})
+	e, err := graph.NewEngine(newStore(b, pool), []graph.Workflow{graphtest.Linear(benchNodes)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func BenchmarkPGTask(b *testing.B) {
 // one Decide and one Run per cycle.
 func BenchmarkPGGateCycle(b *testing.B) {
 	pool := pgtest.NewPool(b)
-	e, err := graph.NewEngine(postgres.NewStore(pool), []graph.Workflow{graphtest.GateCycle()})
+	e, err := graph.NewEngine(newStore(b, pool), []graph.Workflow{graphtest.GateCycle()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -144,7 +145,7 @@ func midRunState(tb testing.TB) json.RawMessage {
 // and reports their ratio.
 func BenchmarkPGStepVsFloor(b *testing.B) {
 	pool := pgtest.NewPool(b)
-	e, err := graph.NewEngine(postgres.NewStore(pool), []graph.Workflow{graphtest.Linear(benchNodes)})
+	e, err := graph.NewEngine(newStore(b, pool), []graph.Workflow{graphtest.Linear(benchNodes)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -182,4 +183,14 @@ func BenchmarkPGStepVsFloor(b *testing.B) {
 	b.ReportMetric(float64(stepTime.Microseconds())/steps, "us/step")
 	b.ReportMetric(float64(floorTime.Microseconds())/steps, "floor_us/op")
 	b.ReportMetric(float64(stepTime)/float64(floorTime), "ratio")
+}
+
+// newStore is a Store as serve runs it: announcements sent by the
+// background notifier.
+func newStore(b *testing.B, pool *pgxpool.Pool) *postgres.Store {
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	s := postgres.NewStore(pool)
+	s.StartNotifier(ctx, nil)
+	return s
 }

@@ -58,15 +58,10 @@ func (s *Store) Release(ctx context.Context, c Claim) error {
 	if !ok {
 		return graph.ErrTaskNotFound
 	}
-	b := &pgx.Batch{}
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error {
-		_, err := q.TaskRelease(ctx, dbsqlc.TaskReleaseParams{ID: id, Fence: c.Fence})
-		return err
-	})
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TaskNotifyRunnable(ctx, id) })
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	if _, err := s.q.TaskRelease(ctx, dbsqlc.TaskReleaseParams{ID: id, Fence: c.Fence}); err != nil {
 		return fmt.Errorf("release %s: %w", c.TaskID, err)
 	}
+	s.announce(ctx, note{task: c.TaskID})
 	return nil
 }
 
@@ -104,11 +99,12 @@ func (s *Store) Cancel(ctx context.Context, taskID, actor string) error {
 		return graph.ErrTaskNotFound
 	}
 	data, _ := json.Marshal(map[string]string{"cancelled_by": actor})
-	return s.transition(ctx, taskID, "cancel", func(q *dbsqlc.Queries) error {
-		if _, err := q.TaskCancel(ctx, dbsqlc.TaskCancelParams{ID: id, Data: data}); err != nil {
-			return err
+	return s.transition(ctx, taskID, "cancel", func(q *dbsqlc.Queries) (int64, error) {
+		seq, err := q.TaskCancel(ctx, dbsqlc.TaskCancelParams{ID: id, Data: data})
+		if err != nil {
+			return 0, err
 		}
-		return q.InterruptsCancelPending(ctx, id)
+		return seq, q.InterruptsCancelPending(ctx, id)
 	}, false)
 }
 
@@ -120,15 +116,14 @@ func (s *Store) Retry(ctx context.Context, taskID, actor string) error {
 		return graph.ErrTaskNotFound
 	}
 	data, _ := json.Marshal(map[string]string{"retried_by": actor})
-	return s.transition(ctx, taskID, "retry", func(q *dbsqlc.Queries) error {
-		_, err := q.TaskRetry(ctx, dbsqlc.TaskRetryParams{ID: id, Data: data})
-		return err
+	return s.transition(ctx, taskID, "retry", func(q *dbsqlc.Queries) (int64, error) {
+		return q.TaskRetry(ctx, dbsqlc.TaskRetryParams{ID: id, Data: data})
 	}, true)
 }
 
 // transition runs a one-event status change in a transaction and announces
 // it; no row matching means the task is missing or in the wrong status.
-func (s *Store) transition(ctx context.Context, taskID, action string, change func(q *dbsqlc.Queries) error, runnable bool) error {
+func (s *Store) transition(ctx context.Context, taskID, action string, change func(q *dbsqlc.Queries) (int64, error), runnable bool) error {
 	id, _ := parseID(taskID)
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -136,7 +131,8 @@ func (s *Store) transition(ctx context.Context, taskID, action string, change fu
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
 	q := s.q.WithTx(tx)
-	if err := change(q); err != nil {
+	seq, err := change(q)
+	if err != nil {
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%s %s: %w", action, taskID, err)
 		}
@@ -149,16 +145,13 @@ func (s *Store) transition(ctx context.Context, taskID, action string, change fu
 		}
 		return &StatusError{TaskID: taskID, Status: graph.TaskStatus(t.Status), Action: action}
 	}
-	if err := q.TaskNotifyEvents(ctx, dbsqlc.TaskNotifyEventsParams{ID: id, N: 1}); err != nil {
-		return fmt.Errorf("%s: notify: %w", action, err)
-	}
-	if runnable {
-		if err := q.TaskNotifyRunnable(ctx, id); err != nil {
-			return fmt.Errorf("%s: notify: %w", action, err)
-		}
-	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("%s: commit: %w", action, err)
 	}
+	notes := []note{{task: taskID, first: seq, last: seq}}
+	if runnable {
+		notes = append(notes, note{task: taskID})
+	}
+	s.announce(ctx, notes...)
 	return nil
 }

@@ -24,8 +24,9 @@ import (
 // holds no per-task state: any number of Stores, in any number of
 // processes, may serve one database.
 type Store struct {
-	pool *pgxpool.Pool
-	q    *dbsqlc.Queries
+	pool     *pgxpool.Pool
+	q        *dbsqlc.Queries
+	notifier *notifier
 }
 
 var _ graph.Checkpointer = (*Store)(nil)
@@ -177,9 +178,6 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 		}
 	}
 	events := dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.TaskCommit(ctx, p); return err })
-	if c.Create != nil {
-		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TaskNotifyRunnable(ctx, id) })
-	}
 
 	var arts *pgx.QueuedQuery
 	if n := len(c.Artifacts); n > 0 {
@@ -236,6 +234,11 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 			c.Artifacts[i].Version = int(versions[i])
 		}
 	}
+	notes := []note{{task: c.TaskID, first: seqs[0], last: seqs[len(seqs)-1]}}
+	if c.Create != nil {
+		notes = append(notes, note{task: c.TaskID})
+	}
+	s.announce(ctx, notes...)
 	return nil
 }
 
@@ -327,15 +330,10 @@ func (s *Store) Decide(ctx context.Context, d *graph.Decision, ev *graph.Event) 
 	if err != nil {
 		return fmt.Errorf("decide: task: %w", err)
 	}
-	if err := q.TaskNotifyEvents(ctx, dbsqlc.TaskNotifyEventsParams{ID: tid, N: 1}); err != nil {
-		return fmt.Errorf("decide: notify: %w", err)
-	}
-	if err := q.TaskNotifyRunnable(ctx, tid); err != nil {
-		return fmt.Errorf("decide: notify: %w", err)
-	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("decide: commit: %w", err)
 	}
+	s.announce(ctx, note{task: d.TaskID, first: seq, last: seq}, note{task: d.TaskID})
 	d.ID, d.DecidedAt = did.String(), at
 	ev.Seq, ev.TaskID = seq, d.TaskID
 	return nil

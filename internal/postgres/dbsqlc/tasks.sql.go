@@ -22,6 +22,25 @@ func (q *Queries) InterruptsCancelPending(ctx context.Context, taskID uuid.UUID)
 	return err
 }
 
+const notifyMany = `-- name: NotifyMany :exec
+SELECT pg_notify(($1::text[])[i], ($2::text[])[i])
+FROM generate_subscripts($1::text[], 1) AS i
+`
+
+type NotifyManyParams struct {
+	Channels []string
+	Payloads []string
+}
+
+// NotifyMany sends NOTIFYs: channels[i] gets payloads[i]. The store sends
+// them after the commit they announce, in their own asynchronously committed
+// transaction: a transaction that notifies holds a database-wide lock until
+// its commit is flushed, which would serialise every commit of every worker.
+func (q *Queries) NotifyMany(ctx context.Context, arg NotifyManyParams) error {
+	_, err := q.db.Exec(ctx, notifyMany, arg.Channels, arg.Payloads)
+	return err
+}
+
 const taskCancel = `-- name: TaskCancel :one
 WITH t AS (
     UPDATE tasks
@@ -140,11 +159,6 @@ WITH t AS (
     SELECT task_id, step, $23::text, last_node_id, next_node_id, state, iterations, answers, pending_interrupt_id,
            updated_at
     FROM cp
-), n AS (
-    -- announce the range to every replica (delivered at commit)
-    SELECT pg_notify('gatehouse_events', format('%s:%s:%s', $1::uuid,
-                     t.event_seq - cardinality($3::text[]) + 1, t.event_seq)) AS sent
-    FROM t
 )
 INSERT INTO task_events (task_id, seq, type, node, iteration, phase, duration_ms, data, created_at)
 SELECT $1::uuid,
@@ -155,7 +169,6 @@ SELECT $1::uuid,
        (($8::text[])[e.ord])::jsonb, ($9::timestamptz[])[e.ord]
 FROM unnest($3::text[]) WITH ORDINALITY AS e(type, ord)
 LEFT JOIN t ON true
-LEFT JOIN n ON true
 RETURNING seq
 `
 
@@ -365,34 +378,6 @@ func (q *Queries) TaskNextExpiry(ctx context.Context) (time.Time, error) {
 	var column_1 time.Time
 	err := row.Scan(&column_1)
 	return column_1, err
-}
-
-const taskNotifyEvents = `-- name: TaskNotifyEvents :exec
-SELECT pg_notify('gatehouse_events', format('%s:%s:%s', id, event_seq - $1::bigint + 1, event_seq))
-FROM tasks WHERE id = $2::uuid
-`
-
-type TaskNotifyEventsParams struct {
-	N  int64
-	ID uuid.UUID
-}
-
-// TaskNotifyEvents announces the events a transaction appended, as
-// "<task id>:<first seq>:<last seq>", to every replica's listener. NOTIFY
-// is delivered at commit, in commit order.
-func (q *Queries) TaskNotifyEvents(ctx context.Context, arg TaskNotifyEventsParams) error {
-	_, err := q.db.Exec(ctx, taskNotifyEvents, arg.N, arg.ID)
-	return err
-}
-
-const taskNotifyRunnable = `-- name: TaskNotifyRunnable :exec
-SELECT pg_notify('gatehouse_runnable', $1::uuid::text)
-`
-
-// TaskNotifyRunnable wakes the workers of every replica for a task.
-func (q *Queries) TaskNotifyRunnable(ctx context.Context, id uuid.UUID) error {
-	_, err := q.db.Exec(ctx, taskNotifyRunnable, id)
-	return err
 }
 
 const taskRelease = `-- name: TaskRelease :execrows
