@@ -1,10 +1,19 @@
+-- TaskSnapshot is everything a run resumes from, in one round trip: the
+-- task, its current checkpoint, and the interrupt the checkpoint waits on
+-- with its decision, if any.
 -- name: TaskSnapshot :one
 SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error,
        t.created_by, t.created_at, t.updated_at, t.completed_at, t.lease_fence,
        c.state, c.last_node_id, c.step, c.next_node_id, c.iterations, c.answers, c.pending_interrupt_id,
-       c.updated_at AS checkpoint_updated_at
+       c.updated_at AS checkpoint_updated_at,
+       i.task_id AS i_task_id, i.node AS i_node, i.kind AS i_kind, i.iteration AS i_iteration,
+       i.payload AS i_payload, i.status AS i_status, i.created_at AS i_created_at, i.resolved_at AS i_resolved_at,
+       d.id AS d_id, d.action AS d_action, d.feedback AS d_feedback, d.value AS d_value,
+       d.decided_by AS d_decided_by, d.decided_at AS d_decided_at
 FROM tasks t
 JOIN workflow_checkpoints c ON c.task_id = t.id
+LEFT JOIN interrupts i ON i.id = c.pending_interrupt_id
+LEFT JOIN decisions d ON d.interrupt_id = c.pending_interrupt_id
 WHERE t.id = @id;
 
 -- name: CheckpointHistoryList :many
@@ -12,6 +21,7 @@ SELECT task_id, step, reason, last_node_id, next_node_id, created_at
 FROM checkpoint_history
 WHERE task_id = @task_id
 ORDER BY step;
+
 
 -- name: CheckpointHistoryGet :one
 SELECT * FROM checkpoint_history WHERE task_id = @task_id AND step = @step;

@@ -5,10 +5,5 @@ VALUES (@id, @task_id, @node, @kind, @iteration, @payload, 'pending', @created_a
 -- name: InterruptGet :one
 SELECT * FROM interrupts WHERE id = @id;
 
--- name: InterruptResolve :one
-UPDATE interrupts SET status = 'resolved', resolved_at = now()
-WHERE id = @id AND task_id = @task_id AND status = 'pending'
-RETURNING resolved_at;
-
 -- name: InterruptListByTask :many
 SELECT * FROM interrupts WHERE task_id = @task_id ORDER BY created_at, id;

@@ -134,19 +134,6 @@ SELECT @id::uuid, t.event_seq, 'task.retried', t.current_node, @data::jsonb, now
 FROM t
 RETURNING seq;
 
--- TaskDecided makes a waiting task runnable and appends its
--- decision.recorded event, inside the decision's transaction.
--- name: TaskDecided :one
-WITH t AS (
-    UPDATE tasks SET status = 'queued', event_seq = event_seq + 1, updated_at = now()
-    WHERE id = @id::uuid
-    RETURNING event_seq
-)
-INSERT INTO task_events (task_id, seq, type, node, iteration, phase, data, created_at)
-SELECT @id::uuid, t.event_seq, @type, @node, @iteration, @phase, @data, @created_at
-FROM t
-RETURNING seq;
-
 -- TxAsyncCommit lets the current transaction commit without waiting for its
 -- WAL flush. Only for commits the engine can redo from the previous
 -- checkpoint (a node's start, a retry notice): a database crash may lose

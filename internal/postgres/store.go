@@ -95,20 +95,23 @@ func (s *Store) Load(ctx context.Context, taskID string) (*graph.Snapshot, error
 		return nil, &graph.StateError{TaskID: taskID, Err: fmt.Errorf("answers: %w", err)}
 	}
 	if row.PendingInterruptID != nil {
-		snap.Checkpoint.PendingInterrupt = row.PendingInterruptID.String()
-		itr, err := s.q.InterruptGet(ctx, *row.PendingInterruptID)
-		if err != nil {
-			return nil, fmt.Errorf("load interrupt of task %s: %w", taskID, err)
+		pid := row.PendingInterruptID.String()
+		snap.Checkpoint.PendingInterrupt = pid
+		if row.ITaskID != nil {
+			itr := &graph.Interrupt{ID: pid, TaskID: row.ITaskID.String(), Node: deref(row.INode), Kind: deref(row.IKind),
+				Iteration: int(deref(row.IIteration)), Status: deref(row.IStatus), ResolvedAt: row.IResolvedAt}
+			if row.ICreatedAt != nil {
+				itr.CreatedAt = *row.ICreatedAt
+			}
+			if err := json.Unmarshal(row.IPayload, &itr.Payload); err != nil {
+				return nil, &graph.StateError{TaskID: taskID, Err: fmt.Errorf("interrupt %s payload: %w", pid, err)}
+			}
+			snap.Interrupt = itr
 		}
-		if snap.Interrupt, err = interruptFromRow(itr); err != nil {
-			return nil, &graph.StateError{TaskID: taskID, Err: err}
-		}
-		d, err := s.q.DecisionGetByInterrupt(ctx, *row.PendingInterruptID)
-		switch {
-		case err == nil:
-			snap.Decision = decisionFromRow(d)
-		case !errors.Is(err, pgx.ErrNoRows):
-			return nil, fmt.Errorf("load decision of task %s: %w", taskID, err)
+		if row.DID != nil {
+			snap.Decision = &graph.Decision{ID: row.DID.String(), InterruptID: pid, TaskID: taskID,
+				Action: deref(row.DAction), Feedback: deref(row.DFeedback), Value: row.DValue,
+				DecidedBy: deref(row.DDecidedBy), DecidedAt: deref(row.DDecidedAt)}
 		}
 	}
 	return snap, nil
@@ -284,59 +287,48 @@ func (s *Store) Decide(ctx context.Context, d *graph.Decision, ev *graph.Event) 
 	if !ok {
 		return graph.ErrInterruptNotFound
 	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("decide: begin: %w", err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
-	q := s.q.WithTx(tx)
-	resolvedAt, err := q.InterruptResolve(ctx, dbsqlc.InterruptResolveParams{ID: iid, TaskID: tid})
-	if errors.Is(err, pgx.ErrNoRows) {
-		row, gerr := q.InterruptGet(ctx, iid)
-		switch {
-		case errors.Is(gerr, pgx.ErrNoRows) || gerr == nil && row.TaskID != tid:
-			return graph.ErrInterruptNotFound
-		case gerr != nil:
-			return fmt.Errorf("decide: %w", gerr)
-		}
-		return &graph.ConflictError{InterruptID: d.InterruptID, Status: row.Status}
-	}
-	if err != nil {
-		return fmt.Errorf("decide: resolve interrupt: %w", err)
-	}
-	at := time.Now()
-	if resolvedAt != nil {
-		at = *resolvedAt
-	}
 	var value json.RawMessage
 	if len(d.Value) > 0 {
 		value = d.Value
-	}
-	did, err := q.DecisionInsert(ctx, dbsqlc.DecisionInsertParams{InterruptID: iid, TaskID: tid, Action: d.Action,
-		Feedback: d.Feedback, Value: value, DecidedBy: d.DecidedBy, DecidedAt: at})
-	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == codeUniqueViol {
-			return &graph.ConflictError{InterruptID: d.InterruptID, Status: graph.InterruptResolved}
-		}
-		return fmt.Errorf("decide: insert decision: %w", err)
 	}
 	data := ev.Data
 	if len(data) == 0 {
 		data = json.RawMessage(`{}`)
 	}
-	seq, err := q.TaskDecided(ctx, dbsqlc.TaskDecidedParams{ID: tid, Type: ev.Type, Node: ev.Node,
+	row, err := s.q.DecisionRecord(ctx, dbsqlc.DecisionRecordParams{InterruptID: iid, TaskID: tid, Action: d.Action,
+		Feedback: d.Feedback, Value: value, DecidedBy: d.DecidedBy, Type: ev.Type, Node: ev.Node,
 		Iteration: int32(ev.Iteration), Phase: ev.Phase, Data: data, CreatedAt: ev.At})
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Nothing written: say why.
+		itr, gerr := s.q.InterruptGet(ctx, iid)
+		switch {
+		case errors.Is(gerr, pgx.ErrNoRows) || gerr == nil && itr.TaskID != tid:
+			return graph.ErrInterruptNotFound
+		case gerr != nil:
+			return fmt.Errorf("decide: %w", gerr)
+		}
+		return &graph.ConflictError{InterruptID: d.InterruptID, Status: itr.Status}
+	}
 	if err != nil {
-		return fmt.Errorf("decide: task: %w", err)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == codeUniqueViol {
+			return &graph.ConflictError{InterruptID: d.InterruptID, Status: graph.InterruptResolved}
+		}
+		return fmt.Errorf("decide: %w", err)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("decide: commit: %w", err)
-	}
+	did, at, seq := row.ID, row.DecidedAt, row.Seq
 	s.announce(ctx, note{task: d.TaskID, first: seq, last: seq}, note{task: d.TaskID})
 	d.ID, d.DecidedAt = did.String(), at
 	ev.Seq, ev.TaskID = seq, d.TaskID
 	return nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }
 
 func interruptFromRow(r dbsqlc.Interrupt) (*graph.Interrupt, error) {

@@ -87,9 +87,15 @@ const taskSnapshot = `-- name: TaskSnapshot :one
 SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error,
        t.created_by, t.created_at, t.updated_at, t.completed_at, t.lease_fence,
        c.state, c.last_node_id, c.step, c.next_node_id, c.iterations, c.answers, c.pending_interrupt_id,
-       c.updated_at AS checkpoint_updated_at
+       c.updated_at AS checkpoint_updated_at,
+       i.task_id AS i_task_id, i.node AS i_node, i.kind AS i_kind, i.iteration AS i_iteration,
+       i.payload AS i_payload, i.status AS i_status, i.created_at AS i_created_at, i.resolved_at AS i_resolved_at,
+       d.id AS d_id, d.action AS d_action, d.feedback AS d_feedback, d.value AS d_value,
+       d.decided_by AS d_decided_by, d.decided_at AS d_decided_at
 FROM tasks t
 JOIN workflow_checkpoints c ON c.task_id = t.id
+LEFT JOIN interrupts i ON i.id = c.pending_interrupt_id
+LEFT JOIN decisions d ON d.interrupt_id = c.pending_interrupt_id
 WHERE t.id = $1
 `
 
@@ -116,8 +122,25 @@ type TaskSnapshotRow struct {
 	Answers             json.RawMessage
 	PendingInterruptID  *uuid.UUID
 	CheckpointUpdatedAt time.Time
+	ITaskID             *uuid.UUID
+	INode               *string
+	IKind               *string
+	IIteration          *int32
+	IPayload            json.RawMessage
+	IStatus             *string
+	ICreatedAt          *time.Time
+	IResolvedAt         *time.Time
+	DID                 *uuid.UUID
+	DAction             *string
+	DFeedback           *string
+	DValue              json.RawMessage
+	DDecidedBy          *string
+	DDecidedAt          *time.Time
 }
 
+// TaskSnapshot is everything a run resumes from, in one round trip: the
+// task, its current checkpoint, and the interrupt the checkpoint waits on
+// with its decision, if any.
 func (q *Queries) TaskSnapshot(ctx context.Context, id uuid.UUID) (TaskSnapshotRow, error) {
 	row := q.db.QueryRow(ctx, taskSnapshot, id)
 	var i TaskSnapshotRow
@@ -144,6 +167,20 @@ func (q *Queries) TaskSnapshot(ctx context.Context, id uuid.UUID) (TaskSnapshotR
 		&i.Answers,
 		&i.PendingInterruptID,
 		&i.CheckpointUpdatedAt,
+		&i.ITaskID,
+		&i.INode,
+		&i.IKind,
+		&i.IIteration,
+		&i.IPayload,
+		&i.IStatus,
+		&i.ICreatedAt,
+		&i.IResolvedAt,
+		&i.DID,
+		&i.DAction,
+		&i.DFeedback,
+		&i.DValue,
+		&i.DDecidedBy,
+		&i.DDecidedAt,
 	)
 	return i, err
 }

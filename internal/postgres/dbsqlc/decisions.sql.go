@@ -13,57 +13,6 @@ import (
 	"github.com/google/uuid"
 )
 
-const decisionGetByInterrupt = `-- name: DecisionGetByInterrupt :one
-SELECT id, interrupt_id, task_id, action, feedback, value, decided_by, decided_at FROM decisions WHERE interrupt_id = $1
-`
-
-func (q *Queries) DecisionGetByInterrupt(ctx context.Context, interruptID uuid.UUID) (Decision, error) {
-	row := q.db.QueryRow(ctx, decisionGetByInterrupt, interruptID)
-	var i Decision
-	err := row.Scan(
-		&i.ID,
-		&i.InterruptID,
-		&i.TaskID,
-		&i.Action,
-		&i.Feedback,
-		&i.Value,
-		&i.DecidedBy,
-		&i.DecidedAt,
-	)
-	return i, err
-}
-
-const decisionInsert = `-- name: DecisionInsert :one
-INSERT INTO decisions (interrupt_id, task_id, action, feedback, value, decided_by, decided_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-RETURNING id
-`
-
-type DecisionInsertParams struct {
-	InterruptID uuid.UUID
-	TaskID      uuid.UUID
-	Action      string
-	Feedback    string
-	Value       json.RawMessage
-	DecidedBy   string
-	DecidedAt   time.Time
-}
-
-func (q *Queries) DecisionInsert(ctx context.Context, arg DecisionInsertParams) (uuid.UUID, error) {
-	row := q.db.QueryRow(ctx, decisionInsert,
-		arg.InterruptID,
-		arg.TaskID,
-		arg.Action,
-		arg.Feedback,
-		arg.Value,
-		arg.DecidedBy,
-		arg.DecidedAt,
-	)
-	var id uuid.UUID
-	err := row.Scan(&id)
-	return id, err
-}
-
 const decisionListByTask = `-- name: DecisionListByTask :many
 SELECT id, interrupt_id, task_id, action, feedback, value, decided_by, decided_at FROM decisions WHERE task_id = $1 ORDER BY decided_at, id
 `
@@ -95,4 +44,73 @@ func (q *Queries) DecisionListByTask(ctx context.Context, taskID uuid.UUID) ([]D
 		return nil, err
 	}
 	return items, nil
+}
+
+const decisionRecord = `-- name: DecisionRecord :one
+WITH i AS (
+    UPDATE interrupts SET status = 'resolved', resolved_at = now()
+    WHERE id = $1::uuid AND task_id = $2::uuid AND status = 'pending'
+    RETURNING id, resolved_at
+), d AS (
+    INSERT INTO decisions (interrupt_id, task_id, action, feedback, value, decided_by, decided_at)
+    SELECT i.id, $2::uuid, $3::text, $4::text, $5::jsonb, $6::text, i.resolved_at
+    FROM i
+    RETURNING id, decided_at
+), t AS (
+    UPDATE tasks SET status = 'queued', event_seq = event_seq + 1, updated_at = now()
+    WHERE id = $2::uuid AND EXISTS (SELECT 1 FROM d)
+    RETURNING event_seq
+), e AS (
+    INSERT INTO task_events (task_id, seq, type, node, iteration, phase, data, created_at)
+    SELECT $2::uuid, t.event_seq, $7::text, $8::text, $9::int, $10::text, $11::jsonb,
+           $12::timestamptz
+    FROM t
+    RETURNING seq
+)
+SELECT d.id, d.decided_at, e.seq FROM d, e
+`
+
+type DecisionRecordParams struct {
+	InterruptID uuid.UUID
+	TaskID      uuid.UUID
+	Action      string
+	Feedback    string
+	Value       json.RawMessage
+	DecidedBy   string
+	Type        string
+	Node        string
+	Iteration   int32
+	Phase       string
+	Data        json.RawMessage
+	CreatedAt   time.Time
+}
+
+type DecisionRecordRow struct {
+	ID        uuid.UUID
+	DecidedAt time.Time
+	Seq       int64
+}
+
+// DecisionRecord is a decision in one statement: it resolves the pending
+// interrupt, inserts the decision, makes the task runnable and appends its
+// decision.recorded event. No row: the interrupt was not pending (or not
+// the task's); nothing was written.
+func (q *Queries) DecisionRecord(ctx context.Context, arg DecisionRecordParams) (DecisionRecordRow, error) {
+	row := q.db.QueryRow(ctx, decisionRecord,
+		arg.InterruptID,
+		arg.TaskID,
+		arg.Action,
+		arg.Feedback,
+		arg.Value,
+		arg.DecidedBy,
+		arg.Type,
+		arg.Node,
+		arg.Iteration,
+		arg.Phase,
+		arg.Data,
+		arg.CreatedAt,
+	)
+	var i DecisionRecordRow
+	err := row.Scan(&i.ID, &i.DecidedAt, &i.Seq)
+	return i, err
 }

@@ -95,21 +95,3 @@ func (q *Queries) InterruptListByTask(ctx context.Context, taskID uuid.UUID) ([]
 	}
 	return items, nil
 }
-
-const interruptResolve = `-- name: InterruptResolve :one
-UPDATE interrupts SET status = 'resolved', resolved_at = now()
-WHERE id = $1 AND task_id = $2 AND status = 'pending'
-RETURNING resolved_at
-`
-
-type InterruptResolveParams struct {
-	ID     uuid.UUID
-	TaskID uuid.UUID
-}
-
-func (q *Queries) InterruptResolve(ctx context.Context, arg InterruptResolveParams) (*time.Time, error) {
-	row := q.db.QueryRow(ctx, interruptResolve, arg.ID, arg.TaskID)
-	var resolved_at *time.Time
-	err := row.Scan(&resolved_at)
-	return resolved_at, err
-}

@@ -249,45 +249,6 @@ func (q *Queries) TaskCommit(ctx context.Context, arg TaskCommitParams) ([]int64
 	return items, nil
 }
 
-const taskDecided = `-- name: TaskDecided :one
-WITH t AS (
-    UPDATE tasks SET status = 'queued', event_seq = event_seq + 1, updated_at = now()
-    WHERE id = $1::uuid
-    RETURNING event_seq
-)
-INSERT INTO task_events (task_id, seq, type, node, iteration, phase, data, created_at)
-SELECT $1::uuid, t.event_seq, $2, $3, $4, $5, $6, $7
-FROM t
-RETURNING seq
-`
-
-type TaskDecidedParams struct {
-	ID        uuid.UUID
-	Type      string
-	Node      string
-	Iteration int32
-	Phase     string
-	Data      json.RawMessage
-	CreatedAt time.Time
-}
-
-// TaskDecided makes a waiting task runnable and appends its
-// decision.recorded event, inside the decision's transaction.
-func (q *Queries) TaskDecided(ctx context.Context, arg TaskDecidedParams) (int64, error) {
-	row := q.db.QueryRow(ctx, taskDecided,
-		arg.ID,
-		arg.Type,
-		arg.Node,
-		arg.Iteration,
-		arg.Phase,
-		arg.Data,
-		arg.CreatedAt,
-	)
-	var seq int64
-	err := row.Scan(&seq)
-	return seq, err
-}
-
 const taskGet = `-- name: TaskGet :one
 SELECT id, workflow, title, input, options, status, current_node, result, error, event_seq, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at FROM tasks WHERE id = $1
 `
