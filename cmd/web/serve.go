@@ -59,10 +59,6 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	engine, err := graph.NewEngine(store, workflows, graph.WithLogger(log))
-	if err != nil {
-		return err
-	}
 
 	// The hub and the workers outlive ctx (the signal): they stop in order
 	// below.
@@ -71,6 +67,12 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	hub := live.NewHub(cfg.DatabaseURL, store, log.With("component", "live"))
 	hubDone := make(chan struct{})
 	go func() { defer close(hubDone); hub.Run(hubCtx) }()
+	// The hub is the engine's sink too: this replica's own events reach its
+	// websockets straight from the commit.
+	engine, err := graph.NewEngine(store, workflows, graph.WithLogger(log), graph.WithSink(hub))
+	if err != nil {
+		return err
+	}
 
 	owner := replicaName()
 	run := runner.New(store, engine, runner.Config{Owner: owner, Workers: cfg.Workers, LeaseTTL: cfg.LeaseTTL,

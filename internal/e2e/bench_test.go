@@ -49,15 +49,15 @@ func newStack(b *testing.B, workers int) *stack {
 	}
 	b.Cleanup(pool.Close)
 	store := postgres.NewStore(pool)
-	e, err := graph.NewEngine(store, []graph.Workflow{graphtest.Linear(10), graphtest.GateCycle()})
-	if err != nil {
-		b.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	store.StartNotifier(ctx, nil)
 	hub := live.NewHub(url, store, nil)
 	go hub.Run(ctx)
 	<-hub.Ready()
+	e, err := graph.NewEngine(store, []graph.Workflow{graphtest.Linear(10), graphtest.GateCycle()}, graph.WithSink(hub))
+	if err != nil {
+		b.Fatal(err)
+	}
 	r := runner.New(store, e, runner.Config{Owner: "bench", Workers: workers, LeaseTTL: 15 * time.Second})
 	hub.OnRunnable(func(string) { r.Wake() })
 	r.Start()

@@ -42,7 +42,7 @@ type Engine struct {
 	cp        Checkpointer
 	workflows map[string]Workflow
 	names     []string
-	sink      EventSink
+	sinks     []EventSink
 	log       *slog.Logger
 	now       func() time.Time
 }
@@ -50,8 +50,8 @@ type Engine struct {
 // EngineOption configures an Engine.
 type EngineOption func(*Engine)
 
-// WithSink publishes committed events to s.
-func WithSink(s EventSink) EngineOption { return func(e *Engine) { e.sink = s } }
+// WithSink publishes committed events to s (in addition to earlier sinks).
+func WithSink(s EventSink) EngineOption { return func(e *Engine) { e.sinks = append(e.sinks, s) } }
 
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) EngineOption { return func(e *Engine) { e.log = l } }
@@ -283,8 +283,11 @@ func (e *Engine) commit(ctx context.Context, c *Commit) error {
 }
 
 func (e *Engine) publish(evs []Event) {
-	if e.sink != nil && len(evs) > 0 {
-		e.sink.Publish(evs)
+	if len(evs) == 0 {
+		return
+	}
+	for _, s := range e.sinks {
+		s.Publish(evs)
 	}
 }
 

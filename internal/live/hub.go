@@ -38,13 +38,16 @@ type Hub struct {
 	src        EventSource
 	log        *slog.Logger
 
-	mu       sync.Mutex
-	byTask   map[string]map[*Sub]struct{}
-	all      map[*Sub]struct{}
-	wake     []func(taskID string)
-	ready    bool
-	readyCh  chan struct{}
-	fetchBuf int
+	mu     sync.Mutex
+	byTask map[string]map[*Sub]struct{}
+	all    map[*Sub]struct{}
+	// published holds, per task, the recent seq spans this hub published
+	// from local commits, so announcements of them cost no fetch.
+	published map[string][]span
+	wake      []func(taskID string)
+	ready     bool
+	readyCh   chan struct{}
+	fetchBuf  int
 }
 
 // Sub is one subscription. Events arrive on C in seq order per task. C is
@@ -67,7 +70,7 @@ func NewHub(connString string, src EventSource, log *slog.Logger) *Hub {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Hub{connString: connString, src: src, log: log, byTask: map[string]map[*Sub]struct{}{},
+	return &Hub{connString: connString, src: src, log: log, byTask: map[string]map[*Sub]struct{}{}, published: map[string][]span{},
 		all: map[*Sub]struct{}{}, readyCh: make(chan struct{}), fetchBuf: 256}
 }
 
@@ -212,6 +215,9 @@ func (h *Hub) announce(ctx context.Context, payload string) {
 	}
 	h.mu.Lock()
 	interested := len(h.byTask[task]) > 0 || len(h.all) > 0
+	if covered(h.published[task], first, last) {
+		interested = false // published already, straight from a local commit
+	}
 	h.mu.Unlock()
 	if !interested {
 		return
@@ -227,12 +233,22 @@ func (h *Hub) announce(ctx context.Context, payload string) {
 	h.Publish(evs)
 }
 
-// Publish hands events to subscribers. Used for announced events, and by
-// tests.
+// Publish hands committed events to subscribers: those fetched for an
+// announcement, and those of this replica's own commits (the hub is the
+// engine's EventSink), which then need no fetch and no NOTIFY round trip.
 func (h *Hub) Publish(evs []graph.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, ev := range evs {
+	if len(h.published) > 100_000 {
+		clear(h.published) // a cache: forgetting costs one fetch
+	}
+	for i, ev := range evs {
+		if i == 0 || evs[i-1].TaskID != ev.TaskID || evs[i-1].Seq+1 != ev.Seq {
+			h.published[ev.TaskID] = appendSpan(h.published[ev.TaskID], span{ev.Seq, ev.Seq})
+		} else {
+			sp := h.published[ev.TaskID]
+			sp[len(sp)-1].last = ev.Seq
+		}
 		for s := range h.byTask[ev.TaskID] {
 			h.send(s, ev)
 		}
@@ -281,4 +297,34 @@ func parsePayload(p string) (task string, first, last int64, err error) {
 		return "", 0, 0, errors.New("bad seq range")
 	}
 	return parts[0], first, last, nil
+}
+
+// span is a range of seqs, inclusive.
+type span struct{ first, last int64 }
+
+// appendSpan keeps the 32 most recent spans, merging adjacent ones.
+func appendSpan(spans []span, sp span) []span {
+	if n := len(spans); n > 0 && spans[n-1].last+1 == sp.first {
+		spans[n-1].last = sp.last
+		return spans
+	}
+	spans = append(spans, sp)
+	if len(spans) > 32 {
+		spans = append(spans[:0:0], spans[len(spans)-32:]...)
+	}
+	return spans
+}
+
+// covered reports whether [first, last] lies within the union of spans.
+func covered(spans []span, first, last int64) bool {
+	next := first
+	for _, sp := range spans {
+		if sp.first <= next && sp.last >= next {
+			next = sp.last + 1
+		}
+		if next > last {
+			return true
+		}
+	}
+	return false
 }
