@@ -382,6 +382,9 @@ func (x *execution[S]) apply(s S, itr *Interrupt, d *Decision, c *Commit) (S, er
 	case ActionReject:
 		s, err = n.gate.OnReject(s, d.Feedback, itr.Iteration)
 		x.cp.NextNode = itr.Node
+		if n.gate.RejectTo != "" {
+			x.cp.NextNode = n.gate.RejectTo
+		}
 	case ActionEdit:
 		content := valueText(d.Value)
 		if n.gate.OnEdit == nil {

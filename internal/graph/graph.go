@@ -35,6 +35,12 @@ type Gate[S any] struct {
 	// OnReject records the feedback in the state before the node runs
 	// again as the next iteration. Required.
 	OnReject func(s S, feedback string, iteration int) (S, error)
+	// RejectTo, when set, is the node a rejection continues at instead of
+	// running the gated node again at once: a revision loop that leads
+	// back to the gated node, which then runs as its next iteration and
+	// raises the gate again (seed 000: a rejected design is redrafted from
+	// the high-level design on).
+	RejectTo string
 	// OnEdit puts the edited artifact in place of the node's output. When
 	// nil, edit is not offered.
 	OnEdit func(s S, content string) (S, error)
@@ -238,6 +244,9 @@ func (b *Builder[S]) Compile() (*Graph[S], error) {
 				}
 			}
 		}
+		if n.gate != nil && n.gate.RejectTo != "" && g.nodes[n.gate.RejectTo] == nil {
+			errs = append(errs, fmt.Errorf("gate on node %q rejects to unknown node %q", name, n.gate.RejectTo))
+		}
 	}
 	if len(errs) == 0 {
 		seen := map[string]bool{g.entry: true}
@@ -269,10 +278,14 @@ func (b *Builder[S]) Compile() (*Graph[S], error) {
 }
 
 func (n *node[S]) successors() []string {
+	out := []string{n.next}
 	if n.rt != nil {
-		return n.rt.targets
+		out = slices.Clone(n.rt.targets)
 	}
-	return []string{n.next}
+	if n.gate != nil && n.gate.RejectTo != "" {
+		out = append(out, n.gate.RejectTo)
+	}
+	return out
 }
 
 // Graph is a compiled workflow definition. It is immutable and safe for
@@ -355,14 +368,17 @@ func (g *Graph[S]) Describe() Description {
 		}
 		if n.rt == nil {
 			d.Edges = append(d.Edges, EdgeInfo{From: name, To: n.next})
-			continue
-		}
-		for _, t := range n.rt.targets {
-			label := n.rt.labels[t]
-			if label == "" {
-				label = "→ " + t
+		} else {
+			for _, t := range n.rt.targets {
+				label := n.rt.labels[t]
+				if label == "" {
+					label = "→ " + t
+				}
+				d.Edges = append(d.Edges, EdgeInfo{From: name, To: t, Condition: label})
 			}
-			d.Edges = append(d.Edges, EdgeInfo{From: name, To: t, Condition: label})
+		}
+		if n.gate != nil && n.gate.RejectTo != "" {
+			d.Edges = append(d.Edges, EdgeInfo{From: name, To: n.gate.RejectTo, Condition: "rejected"})
 		}
 	}
 	d.Mermaid = mermaid(d)
