@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/workflows/agent"
 )
 
 // The agent roles of the feature workflow (SPEC §9), one per producer node.
@@ -65,19 +65,10 @@ type Reply struct {
 }
 
 // MaxEventText is where the prompt and the reply are cut in an llm.call event.
-const MaxEventText = 64 << 10
+const MaxEventText = agent.MaxEventText
 
 // cut shortens s to at most n bytes without splitting a UTF-8 sequence.
-func cut(s string, n int) (string, bool) {
-	if len(s) <= n {
-		return s, false
-	}
-	i := n
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i], true
-}
+func cut(s string, n int) (string, bool) { return agent.Cut(s, n) }
 
 // call makes the node run's one executor call and records it as an
 // llm.call event (also when it fails).
@@ -89,23 +80,8 @@ func (w *workflow) call(ctx context.Context, run *graph.NodeRun, s State, role, 
 	if dur <= 0 {
 		dur = time.Since(start)
 	}
-	p, pCut := cut(prompt, MaxEventText)
-	r, rCut := cut(rep.Text, MaxEventText)
-	data := map[string]any{
-		"role": role, "model": rep.Model, "prompt": p, "reply": r,
-		"duration_ms": dur.Milliseconds(), "prompt_tokens": rep.PromptTokens, "reply_tokens": rep.ReplyTokens,
-		"attempt": run.Attempt,
-	}
-	if pCut {
-		data["prompt_truncated"] = true
-	}
-	if rCut {
-		data["reply_truncated"] = true
-	}
-	if err != nil {
-		data["error"] = err.Error()
-	}
-	run.Event(graph.EventLLMCall, data)
+	agent.Record(run, agent.Call{Role: role, Model: rep.Model, Prompt: prompt, Reply: rep.Text, Duration: dur,
+		PromptTokens: rep.PromptTokens, ReplyTokens: rep.ReplyTokens, Err: err})
 	if err != nil {
 		return rep, fmt.Errorf("%s: %s call failed: %w", run.Node, role, err)
 	}

@@ -1,0 +1,94 @@
+package agent
+
+import (
+	"hash/fnv"
+	"strings"
+	"unicode"
+)
+
+// Helpers for built-in scripted replies: they vary with the task's subject
+// so an offline demo reads like the real thing, and stay deterministic.
+
+var stopWords = map[string]bool{
+	"about": true, "after": true, "again": true, "also": true, "based": true, "because": true, "been": true,
+	"before": true, "being": true, "between": true, "both": true, "build": true, "can": true, "could": true,
+	"does": true, "each": true, "every": true, "from": true, "have": true, "into": true, "just": true,
+	"like": true, "make": true, "makes": true, "many": true, "more": true, "most": true, "much": true,
+	"must": true, "need": true, "needs": true, "only": true, "other": true, "over": true, "same": true,
+	"should": true, "some": true, "such": true, "than": true, "that": true, "their": true, "them": true,
+	"then": true, "there": true, "these": true, "they": true, "this": true, "those": true, "through": true,
+	"under": true, "very": true, "want": true, "what": true, "when": true, "where": true, "which": true,
+	"while": true, "will": true, "with": true, "within": true, "without": true, "would": true, "your": true,
+	"users": true, "user": true, "system": true, "allow": true, "allows": true, "able": true, "using": true,
+	"support": true, "supports": true, "create": true, "provide": true, "please": true, "help": true,
+}
+
+// Keywords returns up to n significant words of text (four letters or
+// more, not common words), lower case, in order of first appearance.
+func Keywords(text string, n int) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '-'
+	}) {
+		w = strings.Trim(w, "-")
+		if len([]rune(w)) < 4 || stopWords[w] || seen[w] {
+			continue
+		}
+		seen[w] = true
+		out = append(out, w)
+		if len(out) == n {
+			break
+		}
+	}
+	return out
+}
+
+// Keyword is the i-th keyword of text, or fallback when it has fewer.
+func Keyword(text string, i int, fallback string) string {
+	if k := Keywords(text, i+1); len(k) > i {
+		return k[i]
+	}
+	return fallback
+}
+
+// Pick chooses an index below n from text, the same one every time.
+func Pick(text string, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(strings.TrimSpace(text)))
+	return int(h.Sum32() % uint32(n))
+}
+
+// TitleCase upper-cases the first letter of each word.
+func TitleCase(s string) string {
+	words := strings.Fields(s)
+	for i, w := range words {
+		r := []rune(w)
+		r[0] = unicode.ToUpper(r[0])
+		words[i] = string(r)
+	}
+	return strings.Join(words, " ")
+}
+
+// Name is a short title for a subject: its first three keywords, title
+// cased ("Invoice Approval Workflow"), or fallback.
+func Name(subject, fallback string) string {
+	k := Keywords(subject, 3)
+	if len(k) == 0 {
+		return fallback
+	}
+	return TitleCase(strings.Join(k, " "))
+}
+
+// FirstSentence is text's first sentence on one line, cut at max
+// characters with "…".
+func FirstSentence(text string, max int) string {
+	s := strings.Join(strings.Fields(text), " ")
+	if i := strings.IndexAny(s, ".!?\n"); i > 0 {
+		s = s[:i+1]
+	}
+	return Excerpt(s, max)
+}
