@@ -153,6 +153,9 @@ func (s *Server) routes() {
 	api.POST("/tasks/:id/retry", s.retryTask)
 	api.GET("/tasks/:id/stream", s.stream)
 	api.GET("/interrupts", s.listInterrupts)
+
+	// The approval desk: pages, their forms and live feeds, static files.
+	s.registerDesk()
 }
 
 // Handler returns the HTTP handler of every route.

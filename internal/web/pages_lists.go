@@ -1,0 +1,326 @@
+package web
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/views"
+)
+
+// Page sizes of the lists.
+const (
+	groupSize = 8  // tasks per status on the dashboard
+	pageSize  = 50 // tasks of one status, or inbox entries, per page
+)
+
+// statusOrder is the order of the dashboard: what needs a person first.
+var statusOrder = []graph.TaskStatus{graph.StatusWaiting, graph.StatusRunning, graph.StatusQueued, graph.StatusFailed,
+	graph.StatusSucceeded, graph.StatusCancelled}
+
+// dashQuery is what a dashboard URL asks for.
+type dashQuery struct {
+	Status graph.TaskStatus
+	Cursor *postgres.TaskCursor
+	raw    string // the cursor as given
+}
+
+func parseDashQuery(q url.Values) (dashQuery, error) {
+	st, err := taskStatus(q.Get("status"))
+	if err != nil {
+		return dashQuery{}, err
+	}
+	cur, err := decodeCursor(q.Get("cursor"))
+	if err != nil {
+		return dashQuery{}, err
+	}
+	return dashQuery{Status: st, Cursor: cur, raw: q.Get("cursor")}, nil
+}
+
+func (q dashQuery) key() string { return "dash|" + string(q.Status) + "|" + q.raw }
+
+func (q dashQuery) values() url.Values {
+	v := url.Values{}
+	if q.Status != "" {
+		v.Set("status", string(q.Status))
+	}
+	if q.raw != "" {
+		v.Set("cursor", q.raw)
+	}
+	return v
+}
+
+// dashboard: GET / — tasks by status.
+func (d *desk) dashboard(c echo.Context) error {
+	q, err := parseDashQuery(c.QueryParams())
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	body, err := d.loadDashboard(ctx, q)
+	if err != nil {
+		return err
+	}
+	page := views.Page{Title: "Tasks", Nav: "dashboard", InboxCount: body.InboxCount, Assets: d.assets}
+	live := "/live/dashboard"
+	if qs := q.values().Encode(); qs != "" {
+		live += "?" + qs
+	}
+	return d.write(c, http.StatusOK, views.DashboardView(views.Dashboard{Page: page, Body: body, LiveBase: live}))
+}
+
+// loadDashboard reads the counts and the tasks of each status (or one
+// status's page).
+func (d *desk) loadDashboard(ctx context.Context, q dashQuery) (views.DashboardBody, error) {
+	counts, err := d.statusCounts(ctx)
+	if err != nil {
+		return views.DashboardBody{}, err
+	}
+	inbox, err := d.pendingCount(ctx)
+	if err != nil {
+		return views.DashboardBody{}, err
+	}
+	b := views.DashboardBody{InboxCount: inbox, Filter: string(q.Status)}
+	for _, st := range statusOrder {
+		n := counts[string(st)]
+		b.Total += n
+		v := url.Values{"status": {string(st)}}
+		b.Counts = append(b.Counts, views.StatusCount{Status: string(st), N: n, URL: "/?" + v.Encode(),
+			Active: q.Status == st})
+	}
+	var tasks []graph.Task
+	groups := map[graph.TaskStatus][]graph.Task{}
+	if q.Status != "" {
+		page, next, err := d.s.store.ListTasks(ctx, postgres.TaskFilter{Status: q.Status, Limit: pageSize, After: q.Cursor})
+		if err != nil {
+			return b, err
+		}
+		groups[q.Status], tasks = page, page
+		if next != nil {
+			b.NextURL = "/?" + url.Values{"status": {string(q.Status)}, "cursor": {*encodeCursor(next)}}.Encode()
+		}
+		if q.Cursor != nil {
+			b.FirstURL = "/?" + url.Values{"status": {string(q.Status)}}.Encode()
+		}
+	} else {
+		for _, st := range statusOrder {
+			if counts[string(st)] == 0 {
+				continue
+			}
+			page, _, err := d.s.store.ListTasks(ctx, postgres.TaskFilter{Status: st, Limit: groupSize})
+			if err != nil {
+				return b, err
+			}
+			groups[st] = page
+			tasks = append(tasks, page...)
+		}
+	}
+	var waiting []string
+	for _, t := range tasks {
+		if t.Status == graph.StatusWaiting {
+			waiting = append(waiting, t.ID)
+		}
+	}
+	pending, err := d.s.store.PendingInterrupts(ctx, waiting...)
+	if err != nil {
+		return b, err
+	}
+	for _, st := range statusOrder {
+		if q.Status != "" && st != q.Status {
+			continue
+		}
+		n := counts[string(st)]
+		if q.Status == "" && n == 0 {
+			continue
+		}
+		g := views.TaskGroup{Status: string(st), Label: groupLabel(st), Total: n}
+		for _, t := range groups[st] {
+			row := views.TaskRow{ID: t.ID, Title: t.Title, Workflow: t.Workflow, Status: string(t.Status),
+				CurrentNode: t.CurrentNode, Error: excerpt(t.Error, 160), CreatedBy: t.CreatedBy, Created: t.CreatedAt,
+				Updated: t.UpdatedAt}
+			if itr, ok := pending[t.ID]; ok {
+				row.Waiting = itr.Payload.Title
+			}
+			g.Tasks = append(g.Tasks, row)
+		}
+		if q.Status == "" && n > len(g.Tasks) {
+			g.MoreURL = "/?" + url.Values{"status": {string(st)}}.Encode()
+		}
+		b.Groups = append(b.Groups, g)
+	}
+	b.Version = version(b)
+	return b, nil
+}
+
+func groupLabel(st graph.TaskStatus) string {
+	switch st {
+	case graph.StatusWaiting:
+		return "Waiting for a decision"
+	case graph.StatusRunning:
+		return "Running"
+	case graph.StatusQueued:
+		return "Queued"
+	case graph.StatusFailed:
+		return "Failed"
+	case graph.StatusSucceeded:
+		return "Succeeded"
+	case graph.StatusCancelled:
+		return "Cancelled"
+	}
+	return string(st)
+}
+
+// version fingerprints a view model: equal versions render equal HTML.
+func version(v any) string {
+	b, _ := json.Marshal(v)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// inboxQuery is what an inbox URL asks for.
+type inboxQuery struct {
+	Kind   string
+	Cursor *inboxCursor
+	raw    string
+}
+
+func parseInboxQuery(q url.Values) (inboxQuery, error) {
+	kind := strings.TrimSpace(q.Get("kind"))
+	if len(kind) > 64 {
+		return inboxQuery{}, badRequest("kind", "kind is too long")
+	}
+	out := inboxQuery{Kind: kind, raw: q.Get("after")}
+	if out.raw != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(out.raw)
+		bad := badRequest("after", "after is not a cursor this server handed out")
+		if err != nil {
+			return out, bad
+		}
+		at, id, ok := strings.Cut(string(raw), " ")
+		t, terr := time.Parse(time.RFC3339Nano, at)
+		if !ok || terr != nil || !graph.ValidID(id) {
+			return out, bad
+		}
+		out.Cursor = &inboxCursor{CreatedAt: t, ID: id}
+	}
+	return out, nil
+}
+
+func (q inboxQuery) key() string { return "inbox|" + q.Kind + "|" + q.raw }
+
+func (q inboxQuery) values() url.Values {
+	v := url.Values{}
+	if q.Kind != "" {
+		v.Set("kind", q.Kind)
+	}
+	if q.raw != "" {
+		v.Set("after", q.raw)
+	}
+	return v
+}
+
+// inbox: GET /inbox?kind=&after= — pending interrupts, oldest first.
+func (d *desk) inbox(c echo.Context) error {
+	q, err := parseInboxQuery(c.QueryParams())
+	if err != nil {
+		return err
+	}
+	body, err := d.loadInbox(c.Request().Context(), q)
+	if err != nil {
+		return err
+	}
+	page := views.Page{Title: "Inbox", Nav: "inbox", InboxCount: body.Total, Assets: d.assets}
+	if q.Kind != "" {
+		page.InboxCount = -1 // filtered: the nav shows the total below
+	}
+	live := "/live/inbox"
+	if qs := q.values().Encode(); qs != "" {
+		live += "?" + qs
+	}
+	if page.InboxCount < 0 {
+		n, err := d.pendingCount(c.Request().Context())
+		if err != nil {
+			return err
+		}
+		page.InboxCount = n
+	}
+	return d.write(c, http.StatusOK, views.InboxView(views.Inbox{Page: page, Body: body, LiveBase: live}))
+}
+
+// loadInbox reads one page of the inbox with the counts by kind.
+func (d *desk) loadInbox(ctx context.Context, q inboxQuery) (views.InboxBody, error) {
+	kinds, err := d.pendingKinds(ctx)
+	if err != nil {
+		return views.InboxBody{}, err
+	}
+	entries, next, err := d.inboxPage(ctx, q.Kind, q.Cursor, pageSize)
+	if err != nil {
+		return views.InboxBody{}, err
+	}
+	b := views.InboxBody{Kind: q.Kind}
+	for _, k := range kinds {
+		if q.Kind == "" || q.Kind == k.Kind {
+			b.Total += k.N
+		}
+		b.Kinds = append(b.Kinds, views.KindCount{Kind: k.Kind, N: k.N,
+			URL: "/inbox?" + url.Values{"kind": {k.Kind}}.Encode(), Active: k.Kind == q.Kind})
+	}
+	now := time.Now()
+	for _, e := range entries {
+		b.Items = append(b.Items, views.InboxItem{InterruptID: e.ID, TaskID: e.TaskID, TaskTitle: e.TaskTitle,
+			Workflow: e.TaskWorkflow, Node: e.Node, Kind: e.Kind, Title: e.Payload.Title,
+			Question: excerpt(e.Payload.Question, 200), Iteration: e.Iteration, Created: e.CreatedAt,
+			Waiting: waited(now.Sub(e.CreatedAt))})
+	}
+	if next != nil {
+		v := url.Values{"after": {base64.RawURLEncoding.EncodeToString([]byte(next.CreatedAt.UTC().Format(time.RFC3339Nano) + " " + next.ID))}}
+		if q.Kind != "" {
+			v.Set("kind", q.Kind)
+		}
+		b.NextURL = "/inbox?" + v.Encode()
+	}
+	if q.Cursor != nil {
+		b.FirstURL = "/inbox"
+		if q.Kind != "" {
+			b.FirstURL += "?" + url.Values{"kind": {q.Kind}}.Encode()
+		}
+	}
+	// The waiting times change every minute; the version follows the data.
+	items := b.Items
+	b.Items = nil
+	ids := make([]string, 0, len(items))
+	for _, it := range items {
+		ids = append(ids, it.InterruptID)
+	}
+	b.Version = version(struct {
+		B   views.InboxBody
+		IDs []string
+	}{b, ids})
+	b.Items = items
+	return b, nil
+}
+
+// waited is a short duration for people: "just now", "4 min", "3 h", "2 d".
+func waited(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d h", int(d.Hours()))
+	default:
+		return fmt.Sprintf("%d d", int(d.Hours()/24))
+	}
+}

@@ -1,0 +1,404 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/views"
+)
+
+// shortText is the longest maxLength a one-line input gets; longer strings
+// get a text area.
+const shortText = 200
+
+// schemaProp is the part of a JSON Schema property the form understands.
+type schemaProp struct {
+	Type        json.RawMessage `json:"type"`
+	Title       string          `json:"title"`
+	Description string          `json:"description"`
+	Enum        []any           `json:"enum"`
+	Default     any             `json:"default"`
+	MaxLength   int             `json:"maxLength"`
+	MinLength   int             `json:"minLength"`
+	Minimum     *float64        `json:"minimum"`
+	Maximum     *float64        `json:"maximum"`
+	Items       *schemaProp     `json:"items"`
+}
+
+// typ is the property's type; for a list of types, the first that is not null.
+func (p schemaProp) typ() string {
+	var one string
+	if json.Unmarshal(p.Type, &one) == nil {
+		return one
+	}
+	var many []string
+	if json.Unmarshal(p.Type, &many) == nil {
+		for _, t := range many {
+			if t != "null" {
+				return t
+			}
+		}
+	}
+	if len(p.Enum) > 0 {
+		return "string"
+	}
+	return ""
+}
+
+// formProp is a property in schema order.
+type formProp struct {
+	Name     string
+	Prop     schemaProp
+	Required bool
+}
+
+// schemaForm reads an object schema's properties in their written order.
+func schemaForm(schema json.RawMessage) ([]formProp, error) {
+	var top struct {
+		Properties json.RawMessage `json:"properties"`
+		Required   []string        `json:"required"`
+	}
+	if err := json.Unmarshal(schema, &top); err != nil {
+		return nil, fmt.Errorf("input schema: %w", err)
+	}
+	if len(top.Properties) == 0 {
+		return nil, nil
+	}
+	var props map[string]schemaProp
+	if err := json.Unmarshal(top.Properties, &props); err != nil {
+		return nil, fmt.Errorf("input schema properties: %w", err)
+	}
+	order, err := objectKeys(top.Properties)
+	if err != nil {
+		return nil, err
+	}
+	req := map[string]bool{}
+	for _, r := range top.Required {
+		req[r] = true
+	}
+	out := make([]formProp, 0, len(order))
+	for _, k := range order {
+		out = append(out, formProp{Name: k, Prop: props[k], Required: req[k]})
+	}
+	return out, nil
+}
+
+// objectKeys lists the keys of a JSON object in document order.
+func objectKeys(raw json.RawMessage) ([]string, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	var keys []string
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		k, _ := t.(string)
+		keys = append(keys, k)
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil, err
+		}
+	}
+	return keys, nil
+}
+
+// fieldOf is the input of one property, empty.
+func fieldOf(p formProp) views.Field {
+	f := views.Field{Name: "input." + p.Name, ID: "f-in-" + p.Name, Label: p.Prop.Title, Help: p.Prop.Description,
+		Required: p.Required, MaxLength: p.Prop.MaxLength, MinLength: p.Prop.MinLength}
+	if f.Label == "" {
+		f.Label = humanize(p.Name)
+	}
+	switch t := p.Prop.typ(); {
+	case len(p.Prop.Enum) > 0:
+		f.Kind = views.FieldSelect
+		for _, e := range p.Prop.Enum {
+			f.Options = append(f.Options, fmt.Sprint(e))
+		}
+	case t == "string" && p.Prop.MaxLength > 0 && p.Prop.MaxLength <= shortText:
+		f.Kind = views.FieldText
+	case t == "string":
+		f.Kind = views.FieldTextarea
+	case t == "boolean":
+		f.Kind = views.FieldCheckbox
+	case t == "integer" || t == "number":
+		f.Kind = views.FieldNumber
+		f.Step = "any"
+		if t == "integer" {
+			f.Step = "1"
+		}
+		if p.Prop.Minimum != nil {
+			f.Min = strconv.FormatFloat(*p.Prop.Minimum, 'f', -1, 64)
+		}
+		if p.Prop.Maximum != nil {
+			f.Max = strconv.FormatFloat(*p.Prop.Maximum, 'f', -1, 64)
+		}
+	case t == "array" && p.Prop.Items != nil && p.Prop.Items.typ() == "string":
+		f.Kind = views.FieldLines
+		f.Help = strings.TrimSpace(f.Help + " One per line.")
+	default:
+		f.Kind = views.FieldTextarea
+		f.Help = strings.TrimSpace(f.Help + " JSON.")
+	}
+	if p.Prop.Default != nil {
+		switch v := p.Prop.Default.(type) {
+		case bool:
+			f.Checked = v
+		case string:
+			f.Value = v
+		default:
+			b, _ := json.Marshal(v)
+			f.Value = string(b)
+		}
+	}
+	return f
+}
+
+func humanize(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		switch {
+		case r == '_' || r == '-':
+			b.WriteRune(' ')
+		case i > 0 && unicode.IsUpper(r):
+			b.WriteRune(' ')
+			b.WriteRune(unicode.ToLower(r))
+		case i == 0:
+			b.WriteRune(unicode.ToUpper(r))
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// newTaskModel is the form of a workflow, empty.
+func (d *desk) newTaskModel(c echo.Context, name string) (views.NewTask, graph.Description, []formProp, error) {
+	wfs := d.s.engine.Workflows()
+	if len(wfs) == 0 {
+		return views.NewTask{}, graph.Description{}, nil, errors.New("no workflow is registered")
+	}
+	var chosen graph.Workflow
+	for _, w := range wfs {
+		if w.Name() == name {
+			chosen = w
+		}
+	}
+	if chosen == nil {
+		if name != "" {
+			return views.NewTask{}, graph.Description{}, nil, notFound("workflow " + strconv.Quote(name))
+		}
+		chosen = wfs[0]
+	}
+	desc := chosen.Describe()
+	m := views.NewTask{Page: d.pageMeta(c.Request().Context(), "Start a task", "new"), Workflow: desc.Name,
+		About: desc.Description}
+	for _, w := range wfs {
+		wd := w.Describe()
+		m.Workflows = append(m.Workflows, views.WorkflowChoice{Name: wd.Name, Title: wd.Title, Selected: wd.Name == desc.Name})
+	}
+	props, err := schemaForm(desc.InputSchema)
+	if err != nil {
+		return m, desc, nil, err
+	}
+	for _, p := range props {
+		m.Fields = append(m.Fields, fieldOf(p))
+	}
+	seen := map[string]bool{}
+	for _, g := range desc.Gates {
+		if g.Option == "" || seen[g.Option] {
+			continue
+		}
+		seen[g.Option] = true
+		m.Gates = append(m.Gates, views.GateSwitch{Option: g.Option, Kind: g.Kind, Node: g.Node, Human: true})
+	}
+	return m, desc, props, nil
+}
+
+// newTaskForm: GET /tasks/new?workflow= — the form.
+func (d *desk) newTaskForm(c echo.Context) error {
+	m, _, _, err := d.newTaskModel(c, strings.TrimSpace(c.QueryParam("workflow")))
+	if err != nil {
+		return err
+	}
+	return d.write(c, http.StatusOK, views.NewTaskView(m))
+}
+
+// createTaskForm: POST /tasks/new — validates, starts the task and goes to
+// its page; on bad input the form comes back with the errors next to their
+// fields and everything typed kept (422).
+func (d *desk) createTaskForm(c echo.Context) error {
+	if err := c.Request().ParseForm(); err != nil {
+		return badRequest("", "the form could not be read")
+	}
+	form := c.Request().PostForm
+	m, desc, props, err := d.newTaskModel(c, strings.TrimSpace(form.Get("workflow")))
+	if err != nil {
+		return err
+	}
+	m.Title = form.Get("title")
+	input := map[string]any{}
+	failed := false
+	for i, p := range props {
+		f := &m.Fields[i]
+		raw := form.Get(f.Name)
+		if f.Kind == views.FieldCheckbox {
+			f.Checked = raw != ""
+			input[p.Name] = f.Checked
+			continue
+		}
+		f.Value = raw
+		v, msg := formValue(p, f.Kind, raw)
+		if msg != "" {
+			f.Error, failed = msg, true
+			continue
+		}
+		if v != nil {
+			input[p.Name] = v
+		}
+	}
+	gates := map[string]bool{}
+	for i := range m.Gates {
+		g := &m.Gates[i]
+		g.Human = form.Get("gate."+g.Option) != ""
+		gates[g.Option] = !g.Human
+	}
+	title := strings.Join(strings.Fields(m.Title), " ")
+	if utf8.RuneCountInString(title) > maxTitle {
+		m.TitleErr, failed = fmt.Sprintf("Keep the title under %d characters.", maxTitle), true
+	}
+	if failed {
+		m.FormError = "Some fields need attention."
+		return d.write(c, http.StatusUnprocessableEntity, views.NewTaskView(m))
+	}
+	rawInput, err := json.Marshal(input)
+	if err != nil {
+		return err
+	}
+	var rawOpts json.RawMessage
+	if len(desc.Gates) > 0 {
+		if rawOpts, err = json.Marshal(map[string]any{"gates": gates}); err != nil {
+			return err
+		}
+	}
+	if title == "" {
+		title = defaultTitle(desc.Name, rawInput)
+	}
+	t, err := d.s.engine.Create(c.Request().Context(), graph.NewTask{Workflow: desc.Name, Title: title, Input: rawInput,
+		Options: rawOpts, CreatedBy: startedBy(c.Request())})
+	var ve *graph.ValidationError
+	if errors.As(err, &ve) {
+		placed := false
+		for i := range m.Fields {
+			if m.Fields[i].Name == ve.Field {
+				m.Fields[i].Error, placed = sentence(ve.Message), true
+			}
+		}
+		if ve.Field == "title" {
+			m.TitleErr, placed = sentence(ve.Message), true
+		}
+		if !placed {
+			m.FormError = sentence(ve.Error())
+		} else {
+			m.FormError = "Some fields need attention."
+		}
+		return d.write(c, http.StatusUnprocessableEntity, views.NewTaskView(m))
+	}
+	if err != nil {
+		return err
+	}
+	d.s.wakeRunner()
+	return c.Redirect(http.StatusSeeOther, "/tasks/"+t.ID)
+}
+
+// formValue converts a submitted field to its JSON value (nil: leave it
+// out), or says what is wrong.
+func formValue(p formProp, kind, raw string) (any, string) {
+	trimmed := strings.TrimSpace(raw)
+	if trimmed == "" {
+		if p.Required {
+			return nil, "This field is required."
+		}
+		return nil, ""
+	}
+	switch kind {
+	case views.FieldNumber:
+		n, err := strconv.ParseFloat(trimmed, 64)
+		if err != nil || math.IsInf(n, 0) || math.IsNaN(n) {
+			return nil, "Enter a number."
+		}
+		if p.Prop.typ() == "integer" && n != math.Trunc(n) {
+			return nil, "Enter a whole number."
+		}
+		if p.Prop.Minimum != nil && n < *p.Prop.Minimum {
+			return nil, fmt.Sprintf("Enter %v or more.", *p.Prop.Minimum)
+		}
+		if p.Prop.Maximum != nil && n > *p.Prop.Maximum {
+			return nil, fmt.Sprintf("Enter %v or less.", *p.Prop.Maximum)
+		}
+		if p.Prop.typ() == "integer" {
+			return int64(n), ""
+		}
+		return n, ""
+	case views.FieldLines:
+		var lines []string
+		for _, l := range strings.Split(raw, "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				lines = append(lines, l)
+			}
+		}
+		return lines, ""
+	case views.FieldSelect:
+		for _, e := range p.Prop.Enum {
+			if fmt.Sprint(e) == trimmed {
+				return e, ""
+			}
+		}
+		return nil, "Choose one of the options."
+	case views.FieldTextarea, views.FieldText:
+		if t := p.Prop.typ(); t != "string" && t != "" {
+			var v any
+			if err := json.Unmarshal([]byte(trimmed), &v); err != nil {
+				return nil, "Enter valid JSON."
+			}
+			return v, ""
+		}
+		if n := utf8.RuneCountInString(raw); p.Prop.MaxLength > 0 && n > p.Prop.MaxLength {
+			return nil, fmt.Sprintf("Keep this under %d characters (it has %d).", p.Prop.MaxLength, n)
+		}
+		if p.Prop.MinLength > 0 && utf8.RuneCountInString(trimmed) < p.Prop.MinLength {
+			return nil, fmt.Sprintf("Write at least %d characters.", p.Prop.MinLength)
+		}
+		return raw, ""
+	}
+	return raw, ""
+}
+
+// sentence makes an engine message read as a sentence: "is required" →
+// "Is required."
+func sentence(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return s
+	}
+	r, n := utf8.DecodeRuneInString(s)
+	s = string(unicode.ToUpper(r)) + s[n:]
+	if !strings.HasSuffix(s, ".") {
+		s += "."
+	}
+	return s
+}

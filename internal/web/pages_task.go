@@ -1,0 +1,734 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/views"
+)
+
+// maxPageEvents bounds the events a task page loads; the timeline of a
+// task longer than that starts at its recent end.
+const maxPageEvents = 5000
+
+// taskData is everything stored about a task, as one page shows it.
+type taskData struct {
+	task       *graph.Task
+	desc       *graph.Description // nil for a workflow this build does not know
+	events     []graph.Event
+	firstSeq   int64 // seq of events[0]
+	lastSeq    int64
+	artifacts  []graph.Artifact
+	interrupts []graph.Interrupt
+	decisions  []graph.Decision
+	checkpoint *graph.Checkpoint
+	pending    *graph.Interrupt
+}
+
+// loadTask reads a task and everything about it.
+func (d *desk) loadTask(ctx context.Context, id string) (*taskData, error) {
+	st := d.s.store
+	t, err := st.Task(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	td := &taskData{task: t}
+	if w, err := d.s.engine.Workflow(t.Workflow); err == nil {
+		desc := w.Describe()
+		td.desc = &desc
+	}
+	var after int64
+	for {
+		evs, err := st.Events(ctx, id, after, 1000)
+		if err != nil {
+			return nil, err
+		}
+		td.events = append(td.events, evs...)
+		if len(evs) < 1000 {
+			break
+		}
+		after = evs[len(evs)-1].Seq
+	}
+	if n := len(td.events); n > 0 {
+		td.lastSeq = td.events[n-1].Seq
+		if n > maxPageEvents {
+			td.events = td.events[n-maxPageEvents:]
+		}
+		td.firstSeq = td.events[0].Seq
+	}
+	if td.artifacts, err = st.Artifacts(ctx, id); err != nil {
+		return nil, err
+	}
+	if td.interrupts, err = st.Interrupts(ctx, id); err != nil {
+		return nil, err
+	}
+	if td.decisions, err = st.Decisions(ctx, id); err != nil {
+		return nil, err
+	}
+	cp, err := st.CurrentCheckpoint(ctx, id)
+	switch {
+	case errors.Is(err, graph.ErrTaskNotFound):
+	case err != nil:
+		return nil, err
+	default:
+		td.checkpoint = cp
+	}
+	for i := range td.interrupts {
+		if td.interrupts[i].Status == graph.InterruptPending {
+			td.pending = &td.interrupts[i]
+		}
+	}
+	return td, nil
+}
+
+// artifactSel is the artifact a page shows: a version, or a diff.
+type artifactSel struct {
+	Name    string
+	Version int
+	From    int
+}
+
+func parseArtifactSel(q url.Values) artifactSel {
+	v, _ := strconv.Atoi(q.Get("v"))
+	f, _ := strconv.Atoi(q.Get("from"))
+	return artifactSel{Name: q.Get("artifact"), Version: max(v, 0), From: max(f, 0)}
+}
+
+// taskPage: GET /tasks/:id — the task with its graph, timeline, artifacts,
+// decisions and the pending interrupt.
+func (d *desk) taskPage(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return notFound("task")
+	}
+	ctx := c.Request().Context()
+	td, err := d.loadTask(ctx, id)
+	if err != nil {
+		return err
+	}
+	sel := parseArtifactSel(c.QueryParams())
+	page := d.buildTaskPage(td, sel, reviewer(c.Request()))
+	page.Page = d.pageMeta(ctx, td.task.Title, "")
+	if isHX(c) && c.Request().Header.Get("HX-Target") == "artifact-view" {
+		return d.write(c, http.StatusOK, views.ArtifactDocView(page.Artifacts.View))
+	}
+	return d.write(c, http.StatusOK, views.TaskView(page))
+}
+
+// buildTaskPage shapes a task's data for the page.
+func (d *desk) buildTaskPage(td *taskData, sel artifactSel, who string) views.TaskPage {
+	t := td.task
+	p := views.TaskPage{LastSeq: td.lastSeq, LiveBase: "/tasks/" + t.ID + "/live"}
+	p.Head = d.taskHead(td)
+	p.Graph = d.taskGraph(td)
+	for i := range td.events {
+		p.Timeline = append(p.Timeline, timelineItem(&td.events[i]))
+	}
+	p.State = d.stateView(td)
+	p.Artifacts = d.artifactsView(td, sel)
+	p.Interrupt = d.interruptView(td, who)
+	p.Decisions = decisionRows(td)
+	return p
+}
+
+func (d *desk) taskHead(td *taskData) views.TaskHead {
+	t := td.task
+	h := views.TaskHead{ID: t.ID, Title: t.Title, Workflow: t.Workflow, WorkflowTitle: t.Workflow, Status: string(t.Status),
+		CurrentNode: t.CurrentNode, Error: t.Error, CreatedBy: t.CreatedBy, Created: t.CreatedAt, Updated: t.UpdatedAt,
+		Completed: t.CompletedAt, CanCancel: !t.Status.Terminal(), CanRetry: t.Status == graph.StatusFailed}
+	if td.desc != nil {
+		h.WorkflowTitle = td.desc.Title
+	}
+	if t.CompletedAt != nil {
+		h.Elapsed = "took " + humanDuration(t.CompletedAt.Sub(t.CreatedAt))
+	}
+	if len(t.Result) > 0 && string(t.Result) != "null" {
+		h.Result = d.render.json(t.Result)
+	}
+	return h
+}
+
+// nodeRuns derives each node's status and runs so far from the events.
+func nodeRuns(td *taskData) map[string]nodeRun {
+	runs := map[string]nodeRun{}
+	open := map[string]bool{}
+	for _, ev := range td.events {
+		if ev.Node == "" {
+			continue
+		}
+		r := runs[ev.Node]
+		switch ev.Type {
+		case graph.EventNodeStarted:
+			r.Iteration = max(r.Iteration, ev.Iteration)
+			r.Status = "running"
+			open[ev.Node] = true
+		case graph.EventNodeCompleted:
+			r.Iteration = max(r.Iteration, ev.Iteration)
+			r.Status = "done"
+			open[ev.Node] = false
+		case graph.EventNodeFailed:
+			r.Iteration = max(r.Iteration, ev.Iteration)
+			r.Status = "failed"
+			open[ev.Node] = false
+		}
+		runs[ev.Node] = r
+	}
+	status := td.task.Status
+	for name, r := range runs {
+		if r.Status == "running" && status != graph.StatusRunning {
+			// A run that started but is not going on now: asked a
+			// question (waiting), lost to a crash or cancelled.
+			switch {
+			case status == graph.StatusWaiting && td.pending != nil && td.pending.Node == name:
+				r.Status = "waiting"
+			case status == graph.StatusFailed:
+				r.Status = "failed"
+			case r.Iteration > 1:
+				r.Status = "done"
+			default:
+				r.Status = "pending"
+			}
+		}
+		runs[name] = r
+	}
+	if td.pending != nil {
+		r := runs[td.pending.Node]
+		r.Status = "waiting"
+		runs[td.pending.Node] = r
+	}
+	if status == graph.StatusRunning && td.task.CurrentNode != "" {
+		if r, ok := runs[td.task.CurrentNode]; ok && open[td.task.CurrentNode] {
+			r.Status = "running"
+			runs[td.task.CurrentNode] = r
+		}
+	}
+	return runs
+}
+
+func (d *desk) taskGraph(td *taskData) views.Graph {
+	if td.desc == nil {
+		return views.Graph{}
+	}
+	return layoutGraph(*td.desc, nodeRuns(td))
+}
+
+func (d *desk) stateView(td *taskData) views.StateView {
+	cp := td.checkpoint
+	if cp == nil {
+		return views.StateView{}
+	}
+	return views.StateView{Present: true, Step: cp.Step, LastNode: cp.LastNode, NextNode: cp.NextNode, Updated: cp.UpdatedAt,
+		JSON: d.render.json(cp.State), Size: byteSize(len(cp.State))}
+}
+
+// artifactsView lists the artifacts and picks the one shown: the
+// selection, else the document under decision, else the newest.
+func (d *desk) artifactsView(td *taskData, sel artifactSel) views.ArtifactsView {
+	t := td.task
+	av := views.ArtifactsView{TaskID: t.ID}
+	byName := map[string][]graph.Artifact{}
+	var names []string
+	var newest *graph.Artifact
+	for i := range td.artifacts {
+		a := td.artifacts[i]
+		if _, ok := byName[a.Name]; !ok {
+			names = append(names, a.Name)
+		}
+		byName[a.Name] = append(byName[a.Name], a)
+		if newest == nil || a.CreatedAt.After(newest.CreatedAt) {
+			newest = &td.artifacts[i]
+		}
+	}
+	if len(names) == 0 {
+		return av
+	}
+	for _, vs := range byName {
+		sort.Slice(vs, func(i, j int) bool { return vs[i].Version < vs[j].Version })
+	}
+	chosen := sel.Name
+	if _, ok := byName[chosen]; !ok {
+		chosen = ""
+		if td.pending != nil && td.pending.Payload.Artifact != nil {
+			if _, ok := byName[td.pending.Payload.Artifact.Name]; ok {
+				chosen = td.pending.Payload.Artifact.Name
+			}
+		}
+		if chosen == "" {
+			chosen = newest.Name
+		}
+		sel = artifactSel{Name: chosen}
+	}
+	vs := byName[chosen]
+	cur := vs[len(vs)-1]
+	for _, a := range vs {
+		if a.Version == sel.Version {
+			cur = a
+		}
+	}
+	base := "/tasks/" + t.ID
+	link := func(name string, v, from int) string {
+		q := url.Values{"artifact": {name}}
+		if v > 0 {
+			q.Set("v", strconv.Itoa(v))
+		}
+		if from > 0 {
+			q.Set("from", strconv.Itoa(from))
+		}
+		return base + "?" + q.Encode()
+	}
+	for _, name := range names {
+		an := views.ArtifactName{Name: name, Selected: name == chosen, URL: link(name, 0, 0)}
+		for _, a := range byName[name] {
+			an.Latest = a.Version
+			an.Versions = append(an.Versions, views.ArtifactVersion{Version: a.Version, Node: a.Node, Iteration: a.Iteration,
+				Created: a.CreatedAt, URL: link(name, a.Version, 0), Selected: name == chosen && a.Version == cur.Version})
+		}
+		av.Names = append(av.Names, an)
+	}
+	doc := views.ArtifactDoc{Present: true, TaskID: t.ID, Name: cur.Name, ContentType: cur.ContentType,
+		Version: cur.Version, Node: cur.Node, Iteration: cur.Iteration, Created: cur.CreatedAt,
+		ViewURL: link(cur.Name, cur.Version, 0), Endpoint: base}
+	for _, a := range vs {
+		doc.Versions = append(doc.Versions, a.Version)
+	}
+	if cur.Version > 1 {
+		doc.DiffURL = link(cur.Name, cur.Version, cur.Version-1)
+	}
+	var from *graph.Artifact
+	for i := range vs {
+		if sel.From > 0 && vs[i].Version == sel.From && sel.From != cur.Version {
+			from = &vs[i]
+		}
+	}
+	if from != nil {
+		doc.From = from.Version
+		doc.Diff = lineDiff(from.Content, cur.Content)
+	} else {
+		doc.Rendered = d.render.document(cur.ContentType, cur.Content)
+	}
+	av.View = doc
+	return av
+}
+
+// interruptKey identifies what the decision area shows.
+func interruptKey(td *taskData) string {
+	if td.pending != nil {
+		return "p:" + td.pending.ID
+	}
+	if n := len(td.decisions); n > 0 {
+		return "d:" + td.decisions[n-1].ID + ":" + string(td.task.Status)
+	}
+	return "s:" + string(td.task.Status)
+}
+
+// interruptView is the decision area.
+func (d *desk) interruptView(td *taskData, who string) views.InterruptView {
+	v := views.InterruptView{TaskID: td.task.ID, Key: interruptKey(td), Reviewer: who, Status: string(td.task.Status)}
+	if n := len(td.decisions); n > 0 {
+		o := outcomeOf(td, &td.decisions[n-1])
+		v.Outcome = &o
+	}
+	v.Thread = thread(td, who)
+	if td.pending != nil {
+		v.Pending = d.pendingForm(td, td.pending)
+	}
+	return v
+}
+
+// outcomeOf reports a decision.
+func outcomeOf(td *taskData, dec *graph.Decision) views.Outcome {
+	o := views.Outcome{InterruptID: dec.InterruptID, Action: dec.Action, Verb: verb(dec.Action), By: dec.DecidedBy,
+		At: dec.DecidedAt, Feedback: dec.Feedback, Title: "Decision"}
+	for _, itr := range td.interrupts {
+		if itr.ID == dec.InterruptID {
+			o.Title = itr.Payload.Title
+		}
+	}
+	return o
+}
+
+func verb(action string) string {
+	switch action {
+	case graph.ActionApprove:
+		return "approved"
+	case graph.ActionReject:
+		return "rejected"
+	case graph.ActionEdit:
+		return "approved with edits"
+	case graph.ActionRespond:
+		return "answered"
+	}
+	return action
+}
+
+// pendingForm shapes the open interrupt, with the changes since the
+// version the reviewer rejected.
+func (d *desk) pendingForm(td *taskData, itr *graph.Interrupt) *views.PendingForm {
+	p := &views.PendingForm{InterruptID: itr.ID, Kind: itr.Kind, Node: itr.Node, Type: itr.Payload.Type,
+		Title: itr.Payload.Title, Question: itr.Payload.Question, Iteration: itr.Iteration, Created: itr.CreatedAt,
+		Errors: map[string]string{}}
+	for _, a := range itr.Payload.Actions {
+		switch a {
+		case graph.ActionApprove:
+			p.CanApprove = true
+		case graph.ActionReject:
+			p.CanReject = true
+		case graph.ActionEdit:
+			p.CanEdit = true
+		case graph.ActionRespond:
+			p.CanRespond = true
+		}
+	}
+	if a := itr.Payload.Artifact; a != nil {
+		p.ArtifactName, p.ContentType, p.Raw = a.Name, a.ContentType, a.Content
+		p.Rendered = d.render.document(a.ContentType, a.Content)
+		// The previous gate of this node: what the reviewer rejected.
+		for i := len(td.interrupts) - 1; i >= 0; i-- {
+			prev := td.interrupts[i]
+			if prev.ID == itr.ID || prev.Node != itr.Node || prev.Iteration >= itr.Iteration || prev.Payload.Artifact == nil {
+				continue
+			}
+			if prev.Payload.Artifact.Name == a.Name {
+				diff := lineDiff(prev.Payload.Artifact.Content, a.Content)
+				p.Changes, p.ChangesFrom = &diff, prev.Iteration
+			}
+			break
+		}
+	}
+	return p
+}
+
+// thread is the questions asked and answered in this task, in order.
+func thread(td *taskData, who string) []views.ThreadMessage {
+	byItr := map[string]*graph.Decision{}
+	for i := range td.decisions {
+		byItr[td.decisions[i].InterruptID] = &td.decisions[i]
+	}
+	var out []views.ThreadMessage
+	for _, itr := range td.interrupts {
+		if itr.Payload.Type != graph.InterruptQuestion || itr.Payload.Question == "" {
+			continue
+		}
+		if itr.Status == graph.InterruptPending {
+			continue // shown with the form
+		}
+		out = append(out, views.ThreadMessage{From: nodeLabelOf(itr.Node), Text: itr.Payload.Question, At: itr.CreatedAt})
+		if dec := byItr[itr.ID]; dec != nil {
+			text := answerOf(dec)
+			if text == "" {
+				text = verb(dec.Action)
+			}
+			out = append(out, views.ThreadMessage{From: dec.DecidedBy, Mine: dec.DecidedBy == who && who != "", Text: text,
+				At: dec.DecidedAt})
+		}
+	}
+	return out
+}
+
+// answerOf is the text of a decision's value (a JSON string) or its feedback.
+func answerOf(dec *graph.Decision) string {
+	if len(dec.Value) > 0 && string(dec.Value) != "null" {
+		var s string
+		if json.Unmarshal(dec.Value, &s) == nil {
+			return s
+		}
+		return string(dec.Value)
+	}
+	return dec.Feedback
+}
+
+func decisionRows(td *taskData) []views.DecisionRow {
+	titles := map[string]graph.Interrupt{}
+	for _, itr := range td.interrupts {
+		titles[itr.ID] = itr
+	}
+	var out []views.DecisionRow
+	for i := len(td.decisions) - 1; i >= 0; i-- { // newest first
+		dec := td.decisions[i]
+		itr := titles[dec.InterruptID]
+		fb := dec.Feedback
+		if dec.Action == graph.ActionRespond {
+			fb = answerOf(&dec)
+		}
+		out = append(out, views.DecisionRow{Title: itr.Payload.Title, Kind: itr.Kind, Node: itr.Node, Iteration: itr.Iteration,
+			Action: dec.Action, Verb: sentence(verb(dec.Action)), By: dec.DecidedBy, At: dec.DecidedAt, Feedback: fb,
+			Edited: dec.Action == graph.ActionEdit})
+	}
+	for i := range out {
+		out[i].Verb = strings.TrimSuffix(out[i].Verb, ".")
+	}
+	return out
+}
+
+// timelineItem shapes one event.
+func timelineItem(ev *graph.Event) views.TimelineItem {
+	it := views.TimelineItem{Seq: ev.Seq, Type: ev.Type, Node: ev.Node, Phase: ev.Phase, Iteration: ev.Iteration, At: ev.At,
+		Tone: "info"}
+	var data map[string]any
+	_ = json.Unmarshal(ev.Data, &data)
+	str := func(k string) string { s, _ := data[k].(string); return s }
+	node := nodeLabelOf(ev.Node)
+	switch ev.Type {
+	case graph.EventTaskCreated:
+		it.Summary, it.Who = "Task created", str("created_by")
+	case graph.EventNodeStarted:
+		it.Summary = "Started " + node
+		if ev.Iteration > 1 {
+			it.Summary = fmt.Sprintf("Started %s again (iteration %d)", node, ev.Iteration)
+		}
+	case graph.EventNodeCompleted:
+		it.Summary, it.Tone = "Completed "+node, "good"
+	case graph.EventNodeFailed:
+		it.Summary, it.Tone, it.Quote = node+" failed", "bad", str("error")
+	case graph.EventNodeRetrying:
+		it.Summary, it.Tone, it.Quote = "Retrying "+node, "warn", str("error")
+	case graph.EventLLMCall:
+		it.Tone = "muted"
+		it.Summary = "LLM call"
+		if r := str("role"); r != "" {
+			it.Summary += " · " + r
+		}
+		if m := str("model"); m != "" {
+			it.Summary += " · " + m
+		}
+		if ms, ok := data["duration_ms"].(float64); ok {
+			it.Duration, it.BarPct = humanMillis(int64(ms)), barPct(int64(ms))
+		}
+		if e := str("error"); e != "" {
+			it.Quote, it.Tone = e, "warn"
+		}
+		if p := str("prompt"); p != "" {
+			it.Detail = append(it.Detail, views.DetailPart{Label: "Prompt", Text: p})
+		}
+		if r := str("reply"); r != "" {
+			it.Detail = append(it.Detail, views.DetailPart{Label: "Reply", Text: r})
+		}
+	case graph.EventInterruptRaised:
+		it.Tone = "warn"
+		it.Summary = "Waiting: " + str("title")
+	case graph.EventDecisionRecorded:
+		a := str("action")
+		it.Summary = sentence(verb(a))
+		it.Summary = strings.TrimSuffix(it.Summary, ".")
+		it.Who, it.Quote = str("decided_by"), str("feedback")
+		it.Tone = "good"
+		if a == graph.ActionReject {
+			it.Tone = "bad"
+		}
+	case graph.EventTaskWaiting:
+		it.Summary, it.Tone = "Task waits for a decision", "muted"
+	case graph.EventTaskCompleted:
+		it.Summary, it.Tone = "Task succeeded", "good"
+	case graph.EventTaskFailed:
+		it.Summary, it.Tone, it.Quote = "Task failed", "bad", str("error")
+	case graph.EventTaskCancelled:
+		it.Summary, it.Tone, it.Who = "Task cancelled", "bad", str("cancelled_by")
+	case graph.EventTaskRetried:
+		it.Summary, it.Who = "Task retried", str("retried_by")
+	case graph.EventArtifactCreated:
+		it.Summary, it.Tone = "Produced "+str("name"), "muted"
+	default:
+		it.Summary = ev.Type
+	}
+	if ev.DurationMS != nil {
+		it.Duration, it.BarPct = humanMillis(*ev.DurationMS), barPct(*ev.DurationMS)
+	}
+	return it
+}
+
+// barPct places a duration on a log scale: 10 ms → 0, 1 s → 40, 10 min → 100.
+func barPct(ms int64) int {
+	if ms <= 10 {
+		return 0
+	}
+	p := (math.Log10(float64(ms)) - 1) / (math.Log10(600000) - 1) * 100
+	return int(min(100, max(0, p)))
+}
+
+func humanMillis(ms int64) string {
+	if ms < 1000 {
+		return fmt.Sprintf("%d ms", ms)
+	}
+	return humanDuration(time.Duration(ms) * time.Millisecond)
+}
+
+func humanDuration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%dm %ds", int(d.Minutes()), int(d.Seconds())%60)
+	default:
+		return fmt.Sprintf("%dh %dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+}
+
+func byteSize(n int) string {
+	switch {
+	case n < 1024:
+		return fmt.Sprintf("%d bytes", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/1024)
+	default:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+}
+
+// --- forms ---
+
+// decideForm: POST /tasks/:id/decide — records a decision from the page.
+// An htmx submit gets the decision area back: the outcome, or the form
+// with its errors and input kept (422), or, when someone decided first,
+// their decision (409) — never an error page.
+func (d *desk) decideForm(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return notFound("task")
+	}
+	ctx := c.Request().Context()
+	itrID := strings.TrimSpace(c.FormValue("interrupt_id"))
+	action := strings.TrimSpace(c.FormValue("action"))
+	feedback := c.FormValue("feedback")
+	value := c.FormValue("value")
+	who, whoErr := actorOf(c)
+	fieldErrs := map[string]string{}
+	var decideErr error
+	if whoErr != "" {
+		fieldErrs["decided_by"] = whoErr
+	} else {
+		var raw json.RawMessage
+		if strings.TrimSpace(value) != "" {
+			raw, _ = json.Marshal(value)
+		}
+		_, decideErr = d.s.engine.Decide(ctx, id, graph.DecisionInput{InterruptID: itrID, Action: action,
+			Feedback: feedback, Value: raw, DecidedBy: who})
+		rememberName(c, who)
+	}
+	var (
+		ve   *graph.ValidationError
+		cf   *graph.ConflictError
+		late bool
+	)
+	status := http.StatusOK
+	switch {
+	case whoErr != "":
+		status = http.StatusUnprocessableEntity
+	case decideErr == nil:
+		d.s.wakeRunner()
+		if !isHX(c) {
+			return c.Redirect(http.StatusSeeOther, "/tasks/"+id+"#decide")
+		}
+	case errors.As(decideErr, &ve):
+		status = http.StatusUnprocessableEntity
+		field := ve.Field
+		if field != "feedback" && field != "value" {
+			field = ""
+		}
+		fieldErrs[field] = decisionMessage(ve)
+	case errors.As(decideErr, &cf), errors.Is(decideErr, graph.ErrInterruptNotFound):
+		if errors.Is(decideErr, graph.ErrInterruptNotFound) {
+			if _, err := d.s.store.Task(ctx, id); err != nil {
+				return err
+			}
+		}
+		status, late = http.StatusConflict, true
+	default:
+		return decideErr
+	}
+	td, err := d.loadTask(ctx, id)
+	if err != nil {
+		return err
+	}
+	v := d.interruptView(td, who)
+	if late {
+		v.Outcome = nil
+		for i := range td.decisions {
+			if td.decisions[i].InterruptID == itrID {
+				o := outcomeOf(td, &td.decisions[i])
+				o.Late = true
+				v.Outcome = &o
+			}
+		}
+		if v.Outcome == nil && v.Pending != nil {
+			v.Pending.Errors[""] = "That decision is no longer open; here is the one that waits now."
+		} else if v.Outcome == nil {
+			v.Pending = nil
+			v.Outcome = &views.Outcome{Title: "Decision", Verb: "closed", By: "the system", Late: true, At: td.task.UpdatedAt}
+			if td.task.Status == graph.StatusCancelled {
+				v.Outcome.Verb = "withdrawn: the task was cancelled"
+			}
+		}
+	}
+	if len(fieldErrs) > 0 && v.Pending != nil && v.Pending.InterruptID == itrID {
+		v.Pending.Errors = fieldErrs
+		v.Pending.Feedback, v.Pending.Value = feedback, value
+		if action == graph.ActionEdit && value != "" {
+			v.Pending.Value = value
+		}
+	}
+	if !isHX(c) {
+		page := d.buildTaskPage(td, artifactSel{}, who)
+		page.Page = d.pageMeta(ctx, td.task.Title, "")
+		page.Interrupt = v
+		return d.write(c, status, views.TaskView(page))
+	}
+	return d.write(c, status, views.InterruptArea(v, false))
+}
+
+// decisionMessage words the engine's refusal of a decision for the form.
+func decisionMessage(ve *graph.ValidationError) string {
+	switch {
+	case ve.Field == "feedback":
+		return "Say what must change: a rejection needs feedback."
+	case ve.Field == "value" && strings.Contains(ve.Message, "answer"):
+		return "Write an answer."
+	case ve.Field == "value" && strings.Contains(ve.Message, "edited"):
+		return "The edited document is empty."
+	}
+	return sentence(ve.Message)
+}
+
+// cancelForm: POST /tasks/:id/cancel.
+func (d *desk) cancelForm(c echo.Context) error {
+	return d.transition(c, func(ctx context.Context, id, who string) error { return d.s.store.Cancel(ctx, id, who) })
+}
+
+// retryForm: POST /tasks/:id/retry.
+func (d *desk) retryForm(c echo.Context) error {
+	return d.transition(c, func(ctx context.Context, id, who string) error {
+		if err := d.s.store.Retry(ctx, id, who); err != nil {
+			return err
+		}
+		d.s.wakeRunner()
+		return nil
+	})
+}
+
+// transition runs a cancel or retry; the page learns the outcome live.
+func (d *desk) transition(c echo.Context, do func(ctx context.Context, id, who string) error) error {
+	id, err := pathID(c)
+	if err != nil {
+		return notFound("task")
+	}
+	if err := do(c.Request().Context(), id, startedBy(c.Request())); err != nil {
+		return err
+	}
+	if isHX(c) {
+		return c.NoContent(http.StatusNoContent)
+	}
+	return c.Redirect(http.StatusSeeOther, "/tasks/"+id)
+}

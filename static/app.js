@@ -1,0 +1,91 @@
+// Gatehouse desk: the little the pages need beyond htmx.
+//  - live pages reconnect with the last event seq they rendered, so the
+//    server replays exactly what they missed;
+//  - the task page's main element carries data-task-status, kept current;
+//  - times are shown in the reader's time zone.
+// No inline scripts anywhere: this file and the vendored ones are all.
+(function () {
+  "use strict";
+  if (!window.htmx) return;
+
+  // Reconnect soon after a drop (the extension's default waits up to 64 s),
+  // with jitter so that a restarted replica is not hit by every page at once.
+  htmx.config.wsReconnectDelay = function (retries) {
+    var max = Math.min(250 * Math.pow(2, retries), 5000);
+    return max / 2 + Math.random() * max / 2;
+  };
+
+  function liveElement() {
+    return document.getElementById("live");
+  }
+
+  // The extension keeps the URL it first read; rebuild it from what the
+  // page holds now (after= the last seq rendered, the interrupt shown, the
+  // version of the lists).
+  htmx.createWebSocket = function (url) {
+    var el = liveElement();
+    if (el && el.dataset.liveBase) {
+      var u = new URL(el.dataset.liveBase, window.location.href);
+      u.protocol = u.protocol === "https:" ? "wss:" : "ws:";
+      ["after", "ik", "v"].forEach(function (k) {
+        var v = el.dataset[k];
+        if (v !== undefined && v !== "") u.searchParams.set(k, v);
+      });
+      url = u.toString();
+    }
+    var sock = new WebSocket(url, []);
+    sock.binaryType = htmx.config.wsBinaryType;
+    return sock;
+  };
+
+  // Each live message ends with a #live-meta element: copy its facts where
+  // the page (and the next reconnect) reads them.
+  function applyMeta() {
+    var meta = document.getElementById("live-meta");
+    var el = liveElement();
+    if (!meta || !el) return;
+    ["after", "ik", "v"].forEach(function (k) {
+      if (meta.dataset[k] !== undefined) el.dataset[k] = meta.dataset[k];
+    });
+    var main = document.querySelector("main[data-task-status]");
+    if (main && meta.dataset.taskStatus) main.dataset.taskStatus = meta.dataset.taskStatus;
+  }
+
+  function setLiveState(state) {
+    var badge = document.getElementById("live-state");
+    if (!badge) return;
+    badge.dataset.state = state;
+    badge.textContent = state === "open" ? "Live" : state === "connecting" ? "Connecting…" : "Reconnecting…";
+  }
+
+  var timeFmt = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  var dateFmt = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
+  function localTimes(root) {
+    var now = new Date();
+    (root || document).querySelectorAll("time[datetime]:not([data-local])").forEach(function (t) {
+      var d = new Date(t.getAttribute("datetime"));
+      if (isNaN(d)) return;
+      var sameDay = d.toDateString() === now.toDateString();
+      t.textContent = sameDay ? timeFmt.format(d) : dateFmt.format(d);
+      t.title = d.toString();
+      t.dataset.local = "1";
+    });
+  }
+
+  document.addEventListener("htmx:wsConnecting", function () { setLiveState("connecting"); });
+  document.addEventListener("htmx:wsOpen", function () { setLiveState("open"); });
+  document.addEventListener("htmx:wsClose", function () { setLiveState("closed"); });
+  document.addEventListener("htmx:wsAfterMessage", function () { applyMeta(); localTimes(); });
+  document.addEventListener("htmx:afterSettle", function (e) { localTimes(e.target); });
+  document.addEventListener("htmx:oobAfterSwap", function () { localTimes(); });
+  document.addEventListener("DOMContentLoaded", function () { localTimes(); });
+
+  // Remember the reviewer's name on this device as they type it, so every
+  // decision form of every tab starts with it.
+  document.addEventListener("change", function (e) {
+    var t = e.target;
+    if (t && t.name === "decided_by") {
+      document.querySelectorAll("input[name=decided_by]").forEach(function (i) { if (i !== t) i.value = t.value; });
+    }
+  });
+})();

@@ -1,0 +1,157 @@
+package views
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// statusLabel is a task status as people read it.
+func statusLabel(s string) string {
+	switch s {
+	case "queued":
+		return "Queued"
+	case "running":
+		return "Running"
+	case "waiting":
+		return "Waiting for a decision"
+	case "succeeded":
+		return "Succeeded"
+	case "failed":
+		return "Failed"
+	case "cancelled":
+		return "Cancelled"
+	}
+	return s
+}
+
+// shortStatus is the one-word label of a status.
+func shortStatus(s string) string {
+	if s == "waiting" {
+		return "Waiting"
+	}
+	return statusLabel(s)
+}
+
+// stamp is the machine-readable time of a <time> element.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// clock is the time as shown before the script puts it in the reader's zone.
+func clock(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("Jan 2 15:04:05") + " UTC"
+}
+
+func itoa(n int) string  { return strconv.Itoa(n) }
+func i64(n int64) string { return strconv.FormatInt(n, 10) }
+func px(n int) string    { return strconv.Itoa(n) }
+func shortID(id string) string {
+	if i := strings.IndexByte(id, '-'); i > 0 {
+		return id[:i]
+	}
+	return id
+}
+
+// plural is "1 task", "2 tasks".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
+// verbed is an action in the past tense.
+func actionLabel(a string) string {
+	switch a {
+	case "approve":
+		return "Approve"
+	case "reject":
+		return "Reject"
+	case "edit":
+		return "Edit"
+	case "respond":
+		return "Answer"
+	}
+	return a
+}
+
+func nodeLabel(s string) string { return strings.ReplaceAll(s, "_", " ") }
+
+func diffClass(op string) string {
+	switch op {
+	case "+":
+		return "add"
+	case "-":
+		return "del"
+	}
+	return "ctx"
+}
+
+func lineNo(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
+}
+
+func pct(n int) string { return strconv.Itoa(n) + "%" }
+
+func nodeDesc(d string) string {
+	if d == "" {
+		return ""
+	}
+	return ". " + d
+}
+
+// gateIcon is a small shield at the right of a gated node box.
+func gateIcon(w int) string {
+	x := w - 56
+	return "M" + itoa(x) + ",11 l6,-3 l6,3 v5 c0,4 -3,6 -6,8 c-3,-2 -6,-4 -6,-8 z"
+}
+
+func docClass(contentType string) string {
+	switch {
+	case strings.Contains(contentType, "markdown"):
+		return "markdown"
+	case strings.Contains(contentType, "yaml"), strings.Contains(contentType, "json"):
+		return "code"
+	}
+	return "text"
+}
+
+func opLabel(op string) string {
+	switch op {
+	case "+":
+		return "added"
+	case "-":
+		return "removed"
+	}
+	return "unchanged"
+}
+
+// editValue is what the editor starts with: the kept input after a refused
+// edit, else the artifact.
+func editValue(p PendingForm) string {
+	if p.Value != "" {
+		return p.Value
+	}
+	return p.Raw
+}
+
+func idleMessage(status string) string {
+	switch status {
+	case "queued":
+		return "Nothing to decide: the task is queued and starts shortly."
+	case "running":
+		return "Nothing to decide right now: the task is running."
+	case "succeeded":
+		return "The task succeeded. Nothing left to decide."
+	case "failed":
+		return "The task failed. Retry it from its last checkpoint, or read the timeline for the cause."
+	case "cancelled":
+		return "The task was cancelled."
+	}
+	return "Nothing to decide right now."
+}

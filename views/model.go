@@ -1,0 +1,437 @@
+// Package views holds the desk's templ components: a layout and one file
+// per concern (dashboard, inbox, new task, task page and its parts). They
+// take view models shaped for display, built by internal/web; they decide
+// nothing but presentation.
+package views
+
+import "time"
+
+// SafeHTML is HTML that internal/web produced and made safe (Markdown
+// rendered then sanitised, code tokenised with every text escaped). Only
+// it is written unescaped; every other string is escaped by templ.
+type SafeHTML string
+
+// Assets resolves a static file's logical name to its hashed URL.
+type Assets interface {
+	URL(name string) string
+}
+
+// Page is what every page carries.
+type Page struct {
+	Title      string
+	Nav        string // the active section: dashboard, inbox, new
+	InboxCount int
+	Assets     Assets
+}
+
+// --- dashboard ---
+
+// Dashboard is the home page: counts by status and the tasks of each.
+type Dashboard struct {
+	Page
+	Body DashboardBody
+	// LiveBase is the websocket URL (without parameters) of the updates.
+	LiveBase string
+}
+
+// DashboardBody is the live part of the dashboard.
+type DashboardBody struct {
+	Counts     []StatusCount
+	InboxCount int
+	Total      int
+	// Filter is the status shown alone (paged), or "" for every group.
+	Filter string
+	Groups []TaskGroup
+	// PrevURL / NextURL page through a filtered list.
+	NextURL  string
+	FirstURL string
+	// Version identifies this rendering (a reconnect with the same version
+	// needs no update).
+	Version string
+}
+
+// StatusCount is one status's count with its filter link.
+type StatusCount struct {
+	Status string
+	Label  string
+	N      int
+	URL    string
+	Active bool
+}
+
+// TaskGroup is the tasks of one status.
+type TaskGroup struct {
+	Status  string
+	Label   string
+	Total   int
+	Tasks   []TaskRow
+	MoreURL string // set when Total > len(Tasks)
+}
+
+// TaskRow is a task in a list.
+type TaskRow struct {
+	ID          string
+	Title       string
+	Workflow    string
+	Status      string
+	CurrentNode string
+	Waiting     string // title of the pending interrupt
+	Error       string
+	CreatedBy   string
+	Created     time.Time
+	Updated     time.Time
+}
+
+// --- inbox ---
+
+// Inbox lists pending interrupts, oldest first.
+type Inbox struct {
+	Page
+	Body     InboxBody
+	LiveBase string
+}
+
+// InboxBody is the live part of the inbox.
+type InboxBody struct {
+	Kind     string
+	Kinds    []KindCount
+	Total    int
+	Items    []InboxItem
+	NextURL  string
+	FirstURL string
+	Version  string
+}
+
+// KindCount is a kind filter with its count.
+type KindCount struct {
+	Kind   string
+	N      int
+	URL    string
+	Active bool
+}
+
+// InboxItem is one pending interrupt.
+type InboxItem struct {
+	InterruptID string
+	TaskID      string
+	TaskTitle   string
+	Workflow    string
+	Node        string
+	Kind        string
+	Title       string
+	Question    string
+	Iteration   int
+	Created     time.Time
+	Waiting     string // how long, e.g. "3 min"
+}
+
+// --- new task ---
+
+// NewTask is the form that starts a task.
+type NewTask struct {
+	Page
+	Workflows []WorkflowChoice
+	Workflow  string
+	// Description of the chosen workflow.
+	About     string
+	Title     string
+	TitleErr  string
+	Fields    []Field
+	Gates     []GateSwitch
+	FormError string
+}
+
+// WorkflowChoice is a workflow in the picker.
+type WorkflowChoice struct {
+	Name     string
+	Title    string
+	Selected bool
+}
+
+// Field kinds.
+const (
+	FieldText     = "text"
+	FieldTextarea = "textarea"
+	FieldCheckbox = "checkbox"
+	FieldSelect   = "select"
+	FieldNumber   = "number"
+	FieldLines    = "lines" // an array of strings, one per line
+)
+
+// Field is one input generated from the workflow's input schema.
+type Field struct {
+	Name      string // the form field name, "input.<property>"
+	ID        string
+	Label     string
+	Help      string
+	Kind      string
+	Required  bool
+	Value     string
+	Checked   bool
+	Options   []string
+	MaxLength int
+	MinLength int
+	Min, Max  string
+	Step      string
+	Error     string
+}
+
+// GateSwitch asks whether a gate waits for a human.
+type GateSwitch struct {
+	Option string // the task option, e.g. allowPrd
+	Kind   string
+	Node   string
+	Human  bool
+}
+
+// --- task page ---
+
+// TaskPage is everything about one task.
+type TaskPage struct {
+	Page
+	Head      TaskHead
+	Graph     Graph
+	Timeline  []TimelineItem
+	LastSeq   int64
+	State     StateView
+	Artifacts ArtifactsView
+	Interrupt InterruptView
+	Decisions []DecisionRow
+	LiveBase  string
+}
+
+// TaskHead is the task's identity and status.
+type TaskHead struct {
+	ID            string
+	Title         string
+	Workflow      string
+	WorkflowTitle string
+	Status        string
+	CurrentNode   string
+	Error         string
+	CreatedBy     string
+	Created       time.Time
+	Updated       time.Time
+	Completed     *time.Time
+	Elapsed       string
+	CanCancel     bool
+	CanRetry      bool
+	Result        SafeHTML // highlighted JSON, when the task has a result
+}
+
+// Graph is a workflow drawn as SVG, laid out by internal/web.
+type Graph struct {
+	Width, Height int
+	Nodes         []GraphNode
+	Edges         []GraphEdge
+}
+
+// GraphNode is one box (or the start and end dots).
+type GraphNode struct {
+	Name        string
+	Label       string
+	Description string
+	Status      string // pending, running, waiting, done, failed
+	Iteration   int
+	Gated       bool
+	Terminal    bool // the start or end marker, not a node of the workflow
+	X, Y, W, H  int
+}
+
+// GraphEdge is one arrow.
+type GraphEdge struct {
+	Path   string // SVG path data
+	Label  string
+	LX, LY int
+	Dashed bool
+	Back   bool
+	Taken  bool
+}
+
+// TimelineItem is one event.
+type TimelineItem struct {
+	Seq       int64
+	Type      string
+	Tone      string // info, good, warn, bad, muted
+	Node      string
+	Phase     string
+	Iteration int
+	At        time.Time
+	Duration  string
+	BarPct    int // duration relative to the longest node run
+	Summary   string
+	Who       string
+	Quote     string // feedback, error
+	// Detail is shown collapsed (prompt and reply of an LLM call).
+	Detail []DetailPart
+}
+
+// DetailPart is a labelled block of text.
+type DetailPart struct {
+	Label string
+	Text  string
+}
+
+// StateView is the current checkpoint.
+type StateView struct {
+	Present  bool
+	Step     int
+	LastNode string
+	NextNode string
+	Updated  time.Time
+	JSON     SafeHTML
+	Size     string
+}
+
+// ArtifactsView lists artifacts and shows one.
+type ArtifactsView struct {
+	TaskID string
+	Names  []ArtifactName
+	View   ArtifactDoc
+}
+
+// ArtifactName is an artifact with its versions.
+type ArtifactName struct {
+	Name     string
+	Latest   int
+	Versions []ArtifactVersion
+	Selected bool
+	URL      string
+}
+
+// ArtifactVersion is one version of an artifact.
+type ArtifactVersion struct {
+	Version   int
+	Node      string
+	Iteration int
+	Created   time.Time
+	URL       string
+	Selected  bool
+}
+
+// ArtifactDoc is one version shown, or a diff between two.
+type ArtifactDoc struct {
+	Present     bool
+	TaskID      string
+	Name        string
+	ContentType string
+	Version     int
+	From        int // > 0: a diff from this version to Version
+	Versions    []int
+	Node        string
+	Iteration   int
+	Created     time.Time
+	Rendered    SafeHTML
+	Diff        Diff
+	ViewURL     string // the plain view of Version
+	DiffURL     string // the diff from the previous version
+	Endpoint    string // the fragment endpoint of the compare form
+}
+
+// Diff is a line diff.
+type Diff struct {
+	Added, Removed int
+	Hunks          []DiffHunk
+	Same           bool
+}
+
+// DiffHunk is a run of changed lines with context; Skipped lines of
+// unchanged text come before it.
+type DiffHunk struct {
+	Skipped int
+	Lines   []DiffLine
+}
+
+// DiffLine is one line of a diff.
+type DiffLine struct {
+	Op       string // "=", "+", "-"
+	Text     string
+	Old, New int // line numbers, 0 when absent
+}
+
+// InterruptView is the decision area of the task page.
+type InterruptView struct {
+	TaskID string
+	// Key identifies what is shown (pending interrupt or last outcome), so
+	// the live feed replaces the area only when that changes.
+	Key      string
+	Reviewer string
+	Pending  *PendingForm
+	// Outcome is the latest decision, shown above a new form or alone.
+	Outcome *Outcome
+	// Thread is the questions and answers so far (questions only).
+	Thread []ThreadMessage
+	// Status is the task status, for the message when nothing is pending.
+	Status string
+}
+
+// PendingForm is the open interrupt as forms.
+type PendingForm struct {
+	InterruptID string
+	Kind        string
+	Node        string
+	Type        string // gate or question
+	Title       string
+	Question    string
+	Iteration   int
+	Created     time.Time
+	CanApprove  bool
+	CanReject   bool
+	CanEdit     bool
+	CanRespond  bool
+	// Artifact under decision, rendered; Raw for the editor.
+	ArtifactName string
+	ContentType  string
+	Rendered     SafeHTML
+	Raw          string
+	// Changes since the version the reviewer rejected (iteration > 1).
+	Changes     *Diff
+	ChangesFrom int // the iteration rejected
+	// Kept input and errors after a refused submit.
+	Feedback string
+	Value    string
+	Errors   map[string]string
+}
+
+// Outcome is a decision as the desk reports it.
+type Outcome struct {
+	InterruptID string
+	Title       string
+	Action      string
+	Verb        string // approved, rejected, approved with edits, answered
+	By          string
+	At          time.Time
+	Feedback    string
+	// Late marks the answer to a submit that came after this decision.
+	Late bool
+}
+
+// ThreadMessage is one message of a question thread.
+type ThreadMessage struct {
+	From string // "agent" or the reviewer's name
+	Mine bool
+	Text string
+	At   time.Time
+}
+
+// DecisionRow is a decision in the task's record.
+type DecisionRow struct {
+	Title     string
+	Kind      string
+	Node      string
+	Iteration int
+	Action    string
+	Verb      string
+	By        string
+	At        time.Time
+	Feedback  string
+	Edited    bool
+}
+
+// ErrorPage is a page for an error.
+type ErrorPage struct {
+	Page
+	Status  int
+	Heading string
+	Message string
+}
