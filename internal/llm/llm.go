@@ -4,7 +4,8 @@
 // not retry) from a hiccup (retry). It imports nothing of the project.
 //
 // Implementations live in subpackages: scripted (offline, deterministic),
-// and later ollama and openai.
+// ollama (/api/chat) and openai (any OpenAI-compatible /chat/completions).
+// The HTTP ones share RetryPolicy, Retry and HTTPPost from this package.
 package llm
 
 import (
