@@ -10,6 +10,8 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/live"
 	"github.com/gatehousehq/gatehouse/internal/llm"
+	"github.com/gatehousehq/gatehouse/internal/llm/ollama"
+	"github.com/gatehousehq/gatehouse/internal/llm/openai"
 	"github.com/gatehousehq/gatehouse/internal/llm/scripted"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/runner"
@@ -126,8 +128,14 @@ func newProvider(c config.LLM) (llm.Provider, error) {
 			script = s
 		}
 		return scripted.New(scripted.Chain(feature.BuiltinReply), script), nil
+	case ollama.Name:
+		return ollama.New(ollama.Config{BaseURL: c.OllamaBaseURL, Model: c.OllamaModel, Temperature: c.OllamaTemp,
+			Timeout: c.OllamaTimeout}), nil
+	case openai.Name:
+		return openai.New(openai.Config{BaseURL: c.OpenAIBaseURL, APIKey: c.OpenAIAPIKey, Model: c.OpenAIModel,
+			Timeout: c.OpenAITimeout, MaxTokens: c.OpenAIMaxTokens}), nil
 	default:
-		return nil, usageError{fmt.Sprintf("LLM_PROVIDER=%s is not available in this build yet; use scripted", c.Provider)}
+		return nil, usageError{fmt.Sprintf("LLM_PROVIDER=%q: want scripted, ollama or openai", c.Provider)}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -69,6 +70,7 @@ var Vars = []Var{
 	{"OPENAI_BASE_URL", "https://api.openai.com/v1", "OpenAI-compatible server"},
 	{"OPENAI_API_KEY", "unset", "API key"},
 	{"OPENAI_MODEL", "gpt-4o-mini", "model"},
+	{"OPENAI_REQUEST_TIMEOUT", "120", "timeout of one OpenAI request (seconds, or a duration such as 2m)"},
 }
 
 // Load reads the configuration through getenv and validates it. The error
@@ -146,14 +148,18 @@ func Load(getenv func(string) string) (Config, error) {
 			OpenAIBaseURL:  strings.TrimRight(str("OPENAI_BASE_URL", "https://api.openai.com/v1"), "/"),
 			OpenAIAPIKey:   getenv("OPENAI_API_KEY"),
 			OpenAIModel:    str("OPENAI_MODEL", "gpt-4o-mini"),
-			OpenAITimeout:  120 * time.Second,
+			OpenAITimeout:  seconds("OPENAI_REQUEST_TIMEOUT", 120*time.Second),
 		},
 	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		errs = append(errs, fmt.Errorf("GATEHOUSE_ADDR=%q: want host:port", c.Addr))
 	}
 	switch c.LLM.Provider {
-	case "scripted", "ollama", "openai":
+	case "scripted":
+	case "ollama":
+		errs = append(errs, checkURL("OLLAMA_BASE_URL", c.LLM.OllamaBaseURL))
+	case "openai":
+		errs = append(errs, checkURL("OPENAI_BASE_URL", c.LLM.OpenAIBaseURL))
 	default:
 		errs = append(errs, fmt.Errorf("LLM_PROVIDER=%q: want scripted, ollama or openai", c.LLM.Provider))
 	}
@@ -171,4 +177,13 @@ func Load(getenv func(string) string) (Config, error) {
 		errs = append(errs, errors.New("GATEHOUSE_BOOTSTRAP_TOKEN: want at least 16 characters"))
 	}
 	return c, errors.Join(errs...)
+}
+
+// checkURL checks a server address setting: an http or https URL with a host.
+func checkURL(name, v string) error {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%s=%q: want an http:// or https:// URL", name, v)
+	}
+	return nil
 }
