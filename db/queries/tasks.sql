@@ -90,6 +90,24 @@ WHERE id IN (
 )
 RETURNING id, lease_fence;
 
+-- TaskClaimOne is TaskClaim for one task: `gatehouse run` executes only the
+-- task it follows.
+-- name: TaskClaimOne :many
+UPDATE tasks
+SET status           = 'running',
+    lease_owner      = sqlc.arg(owner)::text,
+    last_owner       = sqlc.arg(owner)::text,
+    lease_expires_at = now() + sqlc.arg(ttl_seconds)::float8 * interval '1 second',
+    lease_fence      = lease_fence + 1
+WHERE id IN (
+    SELECT c.id FROM tasks c
+    WHERE c.id = sqlc.arg(id)::uuid
+      AND (c.status = 'queued'
+           OR (c.status = 'running' AND (c.lease_expires_at IS NULL OR c.lease_expires_at < now())))
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING id, lease_fence;
+
 -- name: TaskHeartbeat :execrows
 UPDATE tasks SET lease_expires_at = now() + sqlc.arg(ttl_seconds)::float8 * interval '1 second'
 WHERE id = sqlc.arg(id) AND lease_fence = sqlc.arg(fence) AND status = 'running';

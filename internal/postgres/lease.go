@@ -34,6 +34,24 @@ func (s *Store) Claim(ctx context.Context, owner string, max int, ttl time.Durat
 	return out, nil
 }
 
+// ClaimTask is Claim for one task: it leases taskID to owner when the task
+// is runnable (none when it is not, or another worker holds it).
+func (s *Store) ClaimTask(ctx context.Context, owner, taskID string, ttl time.Duration) ([]Claim, error) {
+	id, ok := parseID(taskID)
+	if !ok {
+		return nil, graph.ErrTaskNotFound
+	}
+	rows, err := s.q.TaskClaimOne(ctx, dbsqlc.TaskClaimOneParams{Owner: owner, TtlSeconds: ttl.Seconds(), ID: id})
+	if err != nil {
+		return nil, fmt.Errorf("claim task %s: %w", taskID, err)
+	}
+	out := make([]Claim, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, Claim{TaskID: r.ID.String(), Fence: r.LeaseFence})
+	}
+	return out, nil
+}
+
 // Heartbeat extends a lease. Errors: graph.ErrLeaseLost when the fence
 // moved on or the task left the running status.
 func (s *Store) Heartbeat(ctx context.Context, c Claim, ttl time.Duration) error {
@@ -153,5 +171,6 @@ func (s *Store) transition(ctx context.Context, taskID, action string, change fu
 		notes = append(notes, note{task: taskID})
 	}
 	s.announce(ctx, notes...)
+	s.publish(ctx, taskID, seq)
 	return nil
 }

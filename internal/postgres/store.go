@@ -27,6 +27,8 @@ type Store struct {
 	pool     *pgxpool.Pool
 	q        *dbsqlc.Queries
 	notifier *notifier
+	// sinks hear of the events the store commits outside the engine.
+	sinks []graph.EventSink
 }
 
 var _ graph.Checkpointer = (*Store)(nil)

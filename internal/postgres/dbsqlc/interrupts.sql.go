@@ -13,6 +13,41 @@ import (
 	"github.com/google/uuid"
 )
 
+const interruptCountPending = `-- name: InterruptCountPending :many
+SELECT kind, count(*)::int AS pending
+FROM interrupts
+WHERE status = 'pending'
+GROUP BY kind
+ORDER BY kind
+`
+
+type InterruptCountPendingRow struct {
+	Kind    string
+	Pending int32
+}
+
+// InterruptCountPending counts the pending interrupts by kind (the
+// pending_interrupts gauge of /metrics).
+func (q *Queries) InterruptCountPending(ctx context.Context) ([]InterruptCountPendingRow, error) {
+	rows, err := q.db.Query(ctx, interruptCountPending)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []InterruptCountPendingRow{}
+	for rows.Next() {
+		var i InterruptCountPendingRow
+		if err := rows.Scan(&i.Kind, &i.Pending); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const interruptGet = `-- name: InterruptGet :one
 SELECT id, task_id, node, kind, iteration, payload, status, created_at, resolved_at FROM interrupts WHERE id = $1
 `

@@ -121,6 +121,56 @@ func (q *Queries) TaskClaim(ctx context.Context, arg TaskClaimParams) ([]TaskCla
 	return items, nil
 }
 
+const taskClaimOne = `-- name: TaskClaimOne :many
+UPDATE tasks
+SET status           = 'running',
+    lease_owner      = $1::text,
+    last_owner       = $1::text,
+    lease_expires_at = now() + $2::float8 * interval '1 second',
+    lease_fence      = lease_fence + 1
+WHERE id IN (
+    SELECT c.id FROM tasks c
+    WHERE c.id = $3::uuid
+      AND (c.status = 'queued'
+           OR (c.status = 'running' AND (c.lease_expires_at IS NULL OR c.lease_expires_at < now())))
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING id, lease_fence
+`
+
+type TaskClaimOneParams struct {
+	Owner      string
+	TtlSeconds float64
+	ID         uuid.UUID
+}
+
+type TaskClaimOneRow struct {
+	ID         uuid.UUID
+	LeaseFence int64
+}
+
+// TaskClaimOne is TaskClaim for one task: `gatehouse run` executes only the
+// task it follows.
+func (q *Queries) TaskClaimOne(ctx context.Context, arg TaskClaimOneParams) ([]TaskClaimOneRow, error) {
+	rows, err := q.db.Query(ctx, taskClaimOne, arg.Owner, arg.TtlSeconds, arg.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []TaskClaimOneRow{}
+	for rows.Next() {
+		var i TaskClaimOneRow
+		if err := rows.Scan(&i.ID, &i.LeaseFence); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const taskCommit = `-- name: TaskCommit :many
 WITH t AS (
     UPDATE tasks

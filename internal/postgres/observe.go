@@ -1,0 +1,45 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+)
+
+// AddSink makes the store publish to sink the events it commits on its
+// own, outside the engine: task.cancelled (Cancel) and task.retried
+// (Retry). The engine publishes the rest (graph.WithSink). Call it before
+// the store is used.
+func (s *Store) AddSink(sink graph.EventSink) { s.sinks = append(s.sinks, sink) }
+
+// publish reads back the event committed with seq and hands it to the
+// sinks. It is best effort: sinks observe, they do not keep the record.
+func (s *Store) publish(ctx context.Context, taskID string, seq int64) {
+	if len(s.sinks) == 0 || seq < 1 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	evs, err := s.Events(rctx, taskID, seq-1, 1)
+	if err != nil || len(evs) == 0 {
+		return
+	}
+	for _, sink := range s.sinks {
+		sink.Publish(evs)
+	}
+}
+
+// PendingInterruptCounts counts the pending interrupts by kind.
+func (s *Store) PendingInterruptCounts(ctx context.Context) (map[string]int, error) {
+	rows, err := s.q.InterruptCountPending(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("count pending interrupts: %w", err)
+	}
+	out := make(map[string]int, len(rows))
+	for _, r := range rows {
+		out[r.Kind] = int(r.Pending)
+	}
+	return out, nil
+}
