@@ -1,0 +1,73 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/llm"
+)
+
+// Provider returns p measured: llm_call_duration_seconds and
+// llm_call_errors_total by p's name and the request's role. A call ended
+// by its context's cancellation (a cancelled task, a shutdown) is timed
+// but not counted as an error.
+func (m *Metrics) Provider(p llm.Provider) llm.Provider { return &provider{p: p, m: m} }
+
+type provider struct {
+	p llm.Provider
+	m *Metrics
+}
+
+var _ llm.Provider = (*provider)(nil)
+
+func (w *provider) Name() string { return w.p.Name() }
+
+// Unwrap returns the measured provider.
+func (w *provider) Unwrap() llm.Provider { return w.p }
+
+func (w *provider) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
+	start := time.Now()
+	resp, err := w.p.Complete(ctx, req)
+	d := resp.Duration
+	if d <= 0 {
+		d = time.Since(start)
+	}
+	name := w.p.Name()
+	w.m.llmDuration.WithLabelValues(name, req.Role).Observe(d.Seconds())
+	if err != nil && !errors.Is(err, context.Canceled) {
+		w.m.llmErrors.WithLabelValues(name, req.Role).Inc()
+	}
+	return resp, err
+}
+
+// Checkpointer returns cp measured: checkpoint_write_seconds times each
+// Commit. It also tells the metrics each task's workflow as the engine
+// loads or creates it.
+func (m *Metrics) Checkpointer(cp graph.Checkpointer) graph.Checkpointer {
+	return &checkpointer{Checkpointer: cp, m: m}
+}
+
+type checkpointer struct {
+	graph.Checkpointer
+	m *Metrics
+}
+
+func (c *checkpointer) Load(ctx context.Context, taskID string) (*graph.Snapshot, error) {
+	snap, err := c.Checkpointer.Load(ctx, taskID)
+	if err == nil {
+		c.m.remember(snap.Task.ID, snap.Task.Workflow)
+	}
+	return snap, err
+}
+
+func (c *checkpointer) Commit(ctx context.Context, cm *graph.Commit) error {
+	start := time.Now()
+	err := c.Checkpointer.Commit(ctx, cm)
+	c.m.cpWrite.Observe(time.Since(start).Seconds())
+	if err == nil && cm.Create != nil {
+		c.m.remember(cm.TaskID, cm.Create.Workflow)
+	}
+	return err
+}
