@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -41,6 +42,8 @@ type Deps struct {
 	Ready   func(ctx context.Context) error
 	Logger  *slog.Logger
 	Version string
+	// Metrics, when set, is served at GET /metrics, open like /healthz.
+	Metrics http.Handler
 }
 
 // apiPrefix is where the JSON API lives.
@@ -87,7 +90,8 @@ type Server struct {
 	httpSrv *http.Server
 	closed  bool
 	closing chan struct{} // closed by Shutdown: streams say goodbye
-	streams sync.WaitGroup
+	streams streamGroup
+	metrics http.Handler
 }
 
 // New builds the server and its routes.
@@ -96,7 +100,7 @@ func New(d Deps) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{engine: d.Engine, store: d.Store, hub: d.Hub, wake: d.Wake, ready: d.Ready, log: log,
+	s := &Server{engine: d.Engine, store: d.Store, hub: d.Hub, wake: d.Wake, ready: d.Ready, log: log, metrics: d.Metrics,
 		version: d.Version, closing: make(chan struct{}),
 		pingPeriod: defaultPingPeriod, pongWait: defaultPongWait, writeWait: defaultWriteWait}
 	if d.BootstrapToken != "" {
@@ -135,6 +139,9 @@ func (s *Server) routes() {
 	e := s.e
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
+	if s.metrics != nil {
+		e.GET("/metrics", echo.WrapHandler(s.metrics))
+	}
 
 	api := e.Group(apiPrefix)
 	api.GET("/openapi.json", s.openAPI)
@@ -232,3 +239,25 @@ func (s *Server) beginStream() bool {
 	s.streams.Add(1)
 	return true
 }
+
+// OpenWebsockets counts the websocket handlers running now (event streams
+// and live pages): the websockets_open gauge.
+func (s *Server) OpenWebsockets() int { return int(s.streams.n.Load()) }
+
+// streamGroup is a sync.WaitGroup of websocket handlers that also counts them.
+type streamGroup struct {
+	wg sync.WaitGroup
+	n  atomic.Int64
+}
+
+func (g *streamGroup) Add(delta int) {
+	g.n.Add(int64(delta))
+	g.wg.Add(delta)
+}
+
+func (g *streamGroup) Done() {
+	g.n.Add(-1)
+	g.wg.Done()
+}
+
+func (g *streamGroup) Wait() { g.wg.Wait() }
