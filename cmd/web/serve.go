@@ -16,7 +16,11 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/runner"
 	"github.com/gatehousehq/gatehouse/internal/web"
+	"github.com/gatehousehq/gatehouse/internal/workflows/analyze"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
+	"github.com/gatehousehq/gatehouse/internal/workflows/pm"
+	"github.com/gatehousehq/gatehouse/internal/workflows/sdd"
+	"github.com/gatehousehq/gatehouse/internal/workflows/slogan"
 )
 
 func cmdServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -57,7 +61,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	notifyCtx, stopNotify := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopNotify()
 	store.StartNotifier(notifyCtx, log.With("component", "notify"))
-	workflows, err := buildWorkflows(provider)
+	workflows, err := buildWorkflows(provider, cfg.LLM)
 	if err != nil {
 		return err
 	}
@@ -127,7 +131,8 @@ func newProvider(c config.LLM) (llm.Provider, error) {
 			}
 			script = s
 		}
-		return scripted.New(scripted.Chain(feature.BuiltinReply), script), nil
+		return scripted.New(scripted.Chain(feature.BuiltinReply, sdd.BuiltinReply, pm.BuiltinReply,
+			slogan.BuiltinReply, analyze.BuiltinReply), script), nil
 	case ollama.Name:
 		return ollama.New(ollama.Config{BaseURL: c.OllamaBaseURL, Model: c.OllamaModel, Temperature: c.OllamaTemp,
 			Timeout: c.OllamaTimeout}), nil
@@ -139,10 +144,32 @@ func newProvider(c config.LLM) (llm.Provider, error) {
 	}
 }
 
-func buildWorkflows(p llm.Provider) ([]graph.Workflow, error) {
+// buildWorkflows compiles every workflow over p: feature, sdd, pm, slogan
+// (its default max_turns is OLLAMA_MAX_TURNS) and analyze.
+func buildWorkflows(p llm.Provider, c config.LLM) ([]graph.Workflow, error) {
 	f, err := feature.New(feature.LLMExecutor(p))
 	if err != nil {
 		return nil, err
 	}
-	return []graph.Workflow{f}, nil
+	d, err := sdd.New(p)
+	if err != nil {
+		return nil, err
+	}
+	m, err := pm.New(p)
+	if err != nil {
+		return nil, err
+	}
+	var sloganOpts []slogan.Option
+	if c.OllamaMaxTurns > 0 {
+		sloganOpts = append(sloganOpts, slogan.WithMaxTurns(min(c.OllamaMaxTurns, slogan.MaxMaxTurns)))
+	}
+	s, err := slogan.New(p, sloganOpts...)
+	if err != nil {
+		return nil, err
+	}
+	a, err := analyze.New(p)
+	if err != nil {
+		return nil, err
+	}
+	return []graph.Workflow{f, d, m, s, a}, nil
 }
