@@ -43,7 +43,7 @@ func TestQuestionsUntilSolutionApproved(t *testing.T) {
 		"Question 3: what is the pool size?", "Proposal: raise the pool to 120. Agreed?", final})
 	id := e.Create(input(t, logFile), "")
 
-	answers := []string{"Three weeks ago.", "The invoicing batch at 09:00.", "50 connections.", "Yes — solution approved, go ahead."}
+	answers := []string{"Three weeks ago.", "The invoicing batch at 09:00.", "50 connections.", "SOLUTION APPROVED"}
 	for i, answer := range answers {
 		itr := e.Waits(id, analyze.NodeAsk, analyze.InterruptQuestion, i+1)
 		if itr.Payload.Type != graph.InterruptQuestion ||
