@@ -13,6 +13,7 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/llm/ollama"
 	"github.com/gatehousehq/gatehouse/internal/llm/openai"
 	"github.com/gatehousehq/gatehouse/internal/llm/scripted"
+	"github.com/gatehousehq/gatehouse/internal/metrics"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/runner"
 	"github.com/gatehousehq/gatehouse/internal/web"
@@ -61,6 +62,15 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	notifyCtx, stopNotify := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopNotify()
 	store.StartNotifier(notifyCtx, log.With("component", "notify"))
+	// Metrics come from the events the engine and the store commit, the
+	// provider's calls and the checkpoint writes (internal/metrics).
+	met := metrics.New(metrics.Config{Reader: store, PendingInterrupts: store.PendingInterruptCounts,
+		Logger: log.With("component", "metrics")})
+	metCtx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopMetrics()
+	go met.Run(metCtx)
+	store.AddSink(met)
+	provider = met.Provider(provider)
 	workflows, err := buildWorkflows(provider, cfg.LLM)
 	if err != nil {
 		return err
@@ -75,10 +85,12 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	go func() { defer close(hubDone); hub.Run(hubCtx) }()
 	// The hub is the engine's sink too: this replica's own events reach its
 	// websockets straight from the commit.
-	engine, err := graph.NewEngine(store, workflows, graph.WithLogger(log), graph.WithSink(hub))
+	engine, err := graph.NewEngine(met.Checkpointer(store), workflows, graph.WithLogger(log), graph.WithSink(hub),
+		graph.WithSink(met))
 	if err != nil {
 		return err
 	}
+	met.AddInterruptKinds(interruptKinds(workflows)...)
 
 	owner := replicaName()
 	run := runner.New(store, engine, runner.Config{Owner: owner, Workers: cfg.Workers, LeaseTTL: cfg.LeaseTTL,
@@ -90,7 +102,8 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 
 	srv := web.New(web.Deps{Engine: engine, Store: store, Hub: hub, Wake: run.Wake, BootstrapToken: cfg.BootstrapToken,
 		Ready: func(ctx context.Context) error { return postgres.Ready(ctx, pool) }, Logger: log.With("component", "http"),
-		Version: version})
+		Version: version, Metrics: met.Handler()})
+	met.WatchWebsockets(srv.OpenWebsockets)
 	addr, err := srv.Start(cfg.Addr)
 	if err != nil {
 		if cfg.Workers > 0 {
@@ -172,4 +185,15 @@ func buildWorkflows(p llm.Provider, c config.LLM) ([]graph.Workflow, error) {
 		return nil, err
 	}
 	return []graph.Workflow{f, d, m, s, a}, nil
+}
+
+// interruptKinds lists the kinds of the workflows' gates, and questions.
+func interruptKinds(workflows []graph.Workflow) []string {
+	kinds := []string{graph.InterruptQuestion}
+	for _, w := range workflows {
+		for _, g := range w.Describe().Gates {
+			kinds = append(kinds, g.Kind)
+		}
+	}
+	return kinds
 }

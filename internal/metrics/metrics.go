@@ -81,6 +81,7 @@ type Metrics struct {
 	llmErrors        *prometheus.CounterVec
 	decision         *prometheus.HistogramVec
 	cpWrite          prometheus.Histogram
+	pending          *pendingCollector
 	dropped          prometheus.Counter
 	lookupErrors     prometheus.Counter
 
@@ -159,7 +160,8 @@ func New(cfg Config) *Metrics {
 		m.cpWrite, m.dropped, m.lookupErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if cfg.PendingInterrupts != nil {
-		m.reg.MustRegister(newPendingCollector(cfg.PendingInterrupts, cfg.InterruptKinds, log))
+		m.pending = newPendingCollector(cfg.PendingInterrupts, cfg.InterruptKinds, log)
+		m.reg.MustRegister(m.pending)
 	}
 	return m
 }
@@ -171,6 +173,19 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, ErrorHandling: promhttp.ContinueOnError,
 		ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelWarn)})
+}
+
+// AddInterruptKinds makes pending_interrupts report these kinds (0 when
+// none is pending) from now on, not only once one has been seen.
+func (m *Metrics) AddInterruptKinds(kinds ...string) {
+	if m.pending == nil {
+		return
+	}
+	m.pending.mu.Lock()
+	defer m.pending.mu.Unlock()
+	for _, k := range kinds {
+		m.pending.kinds[k] = true
+	}
 }
 
 // WatchWebsockets reports open() as the websockets_open gauge at each
