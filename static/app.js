@@ -80,12 +80,26 @@
   document.addEventListener("htmx:oobAfterSwap", function () { localTimes(); });
   document.addEventListener("DOMContentLoaded", function () { localTimes(); });
 
-  // Remember the reviewer's name on this device as they type it, so every
-  // decision form of every tab starts with it.
-  document.addEventListener("change", function (e) {
-    var t = e.target;
-    if (t && t.name === "decided_by") {
-      document.querySelectorAll("input[name=decided_by]").forEach(function (i) { if (i !== t) i.value = t.value; });
-    }
+  // Remember the reviewer's name on this device, so that every decision
+  // form (also those that arrive live) starts with it.
+  var nameKey = "gatehouse.reviewer";
+  function storeName(v) {
+    try { if (v && v.trim()) localStorage.setItem(nameKey, v.trim()); } catch (e) { /* private mode */ }
+  }
+  function fillNames(root) {
+    var n = null;
+    try { n = localStorage.getItem(nameKey); } catch (e) { return; }
+    if (!n) return;
+    (root || document).querySelectorAll("input[name=decided_by]").forEach(function (i) { if (!i.value) i.value = n; });
+  }
+  document.addEventListener("input", function (e) {
+    if (e.target && e.target.name === "decided_by") storeName(e.target.value);
   });
+  document.addEventListener("htmx:configRequest", function (e) {
+    var p = e.detail && e.detail.parameters;
+    if (p && typeof p.get === "function") storeName(p.get("decided_by"));
+    else if (p && p.decided_by) storeName(p.decided_by);
+  });
+  htmx.onLoad(function (elt) { fillNames(elt); });
+  document.addEventListener("htmx:oobAfterSwap", function () { fillNames(document); });
 })();

@@ -1,0 +1,302 @@
+package web
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
+)
+
+// Browser tests of the approval desk: headless Chromium against a whole
+// replica (real server, PostgreSQL, hub, runner) with the stub executor.
+
+// pendingSel matches the open decision form of an interrupt kind.
+func pendingSel(kind string) string { return `#interrupt article.pending[data-kind=` + kind + `]` }
+
+// decide fills and submits the open form: approve, or reject with feedback.
+func (b *tab) decide(kind, action, name, feedback string) {
+	b.t.Helper()
+	sel := pendingSel(kind)
+	b.waitJS(`document.querySelector(`+jsq(sel)+`)`, 20*time.Second)
+	if name != "" {
+		b.do(chromedp.SetValue(chromedp.CSS(sel+` #reviewer`), name))
+	}
+	if feedback != "" {
+		b.do(chromedp.SetValue(chromedp.CSS(sel+` textarea[name=feedback]`), feedback))
+	}
+	b.click(sel + ` button[name=action][value=` + action + `]`)
+}
+
+// TestDeskFeatureWalk starts a feature task from the form with every gate
+// waiting, finds the PRD in the inbox, rejects it, watches requirements run
+// again as iteration 2 and the changes since the rejection, then approves
+// the PRD, the plan and the merge until the task succeeds — one page load
+// for the whole decision flow.
+func TestDeskFeatureWalk(t *testing.T) {
+	t.Parallel()
+	env := newDeskEnv(t)
+	release := env.exec.hold("feature.requirements", 2)
+	defer release()
+	b := openTab(t, "walk")
+
+	b.do(chromedp.Navigate(env.base + "/tasks/new"))
+	b.waitJS(`document.querySelector("form#new-task textarea[name='input.description']")`, 10*time.Second)
+	if n := eval[int](b, `document.querySelectorAll("#new-task input[name^='gate.']:checked").length`); n != 3 {
+		t.Fatalf("gate switches on by default: %d, want 3", n)
+	}
+	b.do(chromedp.SetValue(chromedp.CSS(`textarea[name="input.description"]`), featuretest.DefaultDescription),
+		chromedp.SetValue(chromedp.CSS(`input[name="title"]`), "Export reports as CSV"))
+	b.screenshot("new-task-form")
+	b.click(`#new-task button[type=submit]`)
+	b.waitJS(`location.pathname.startsWith("/tasks/") && document.querySelector("main[data-task]")`, 10*time.Second)
+	b.waitJS(`document.querySelector("main").dataset.taskStatus === "waiting" && document.querySelector(`+jsq(pendingSel("prd"))+`)`, 20*time.Second)
+	b.screenshot("prd-waiting")
+
+	b.do(chromedp.Navigate(env.base + "/inbox"))
+	b.waitJS(`document.querySelector(".inbox-item[data-kind=prd]")`, 10*time.Second)
+	if got := b.text(".inbox-item[data-kind=prd]"); !strings.Contains(got, "Export reports as CSV") {
+		t.Fatalf("inbox entry without the task's title: %q", got)
+	}
+	b.screenshot("inbox")
+	b.click(`.inbox-item[data-kind=prd] a`)
+	b.waitJS(`document.querySelector(`+jsq(pendingSel("prd"))+`)`, 10*time.Second)
+	b.liveOpen()
+	eval[bool](b, `(window.__samePage = true)`)
+
+	const feedback = "Add an acceptance criterion for exports over 10,000 rows."
+	b.decide("prd", "reject", "Ada", feedback)
+	b.waitJS(`document.querySelector('[data-node=requirements][data-status=running][data-iteration="2"]')`, 15*time.Second)
+	b.waitJS(`document.querySelector("main").dataset.taskStatus === "running"`, 5*time.Second)
+	if got := b.text("#timeline"); !strings.Contains(got, "Started requirements again (iteration 2)") {
+		t.Fatalf("timeline without the re-run: %q", got)
+	}
+	if got := b.text("#interrupt .outcome"); !strings.Contains(got, "rejected by Ada") {
+		t.Fatalf("outcome after reject: %q", got)
+	}
+	b.screenshot("requirements-iteration-2-running")
+	release()
+
+	b.waitJS(`document.querySelector(`+jsq(pendingSel("prd")+` .changes .diff-table tr.add`)+`)`, 20*time.Second)
+	if got := b.text(pendingSel("prd") + " .changes"); !strings.Contains(got, feedback) {
+		t.Fatalf("changes since the rejection do not show the feedback: %q", got)
+	}
+	if got := b.text(`[data-node=requirements]`); !strings.Contains(got, "×2") {
+		t.Fatalf("requirements node does not count 2 runs: %q", got)
+	}
+	b.screenshot("prd-iteration-2-changes")
+
+	// The artifacts section compares versions too (an htmx swap).
+	latest := eval[string](b, `[].slice.call(document.querySelectorAll('#artifacts-index li[data-artifact="spec.yaml"] [data-version]')).pop().dataset.version`)
+	b.click(`#artifacts-index li[data-artifact="spec.yaml"] [data-version="` + latest + `"]`)
+	b.waitJS(`document.querySelector('#artifact-view[data-version="`+latest+`"][data-from="0"] a[href*="from="]')`, 10*time.Second)
+	b.click(`#artifact-view a[href*='from=']`)
+	b.waitJS(`document.querySelector('#artifact-view[data-version="`+latest+`"]:not([data-from="0"]) .diff-table tr.add')`, 10*time.Second)
+	if got := b.text("#artifact-view .diff-table"); !strings.Contains(got, feedback) {
+		t.Fatalf("artifact diff does not show the feedback: %q", got)
+	}
+	b.screenshot("artifact-diff")
+
+	b.decide("prd", "approve", "", "")
+	b.waitJS(`document.querySelector(`+jsq(pendingSel("plan"))+`)`, 20*time.Second)
+	b.screenshot("plan-waiting")
+	b.decide("plan", "approve", "", "")
+	b.waitJS(`document.querySelector(`+jsq(pendingSel("merge"))+`)`, 20*time.Second)
+	b.decide("merge", "approve", "", "")
+	b.waitJS(`document.querySelector("main").dataset.taskStatus === "succeeded"`, 20*time.Second)
+	b.waitJS(`document.querySelector('[data-node=merge][data-status=done]')`, 5*time.Second)
+	if !eval[bool](b, `window.__samePage === true`) {
+		t.Fatal("the page reloaded")
+	}
+	for _, n := range []string{"analyze", "requirements", "plan", "implement", "merge"} {
+		if st := eval[string](b, `document.querySelector('[data-node=`+n+`]').dataset.status`); st != "done" {
+			t.Errorf("node %s status %q, want done", n, st)
+		}
+	}
+	if got := b.text("#decisions"); strings.Count(got, "by Ada") != 4 {
+		t.Errorf("decisions list: %q", got)
+	}
+	b.screenshot("succeeded")
+}
+
+// TestDeskTwoReviewers: two browsers on one gate. One approves; the
+// other's form turns into "approved by …" within a second, live; a late
+// submit from a page that missed the news shows that decision, not an
+// error.
+func TestDeskTwoReviewers(t *testing.T) {
+	t.Parallel()
+	env := newDeskEnv(t)
+	id := env.createFeature("Two reviewers")
+	env.waitPending(id, "prd")
+	alice, bob := openTab(t, "alice"), openTab(t, "bob")
+	for _, b := range []*tab{alice, bob} {
+		b.do(chromedp.Navigate(env.base + "/tasks/" + id))
+		b.waitJS(`document.querySelector(`+jsq(pendingSel("prd"))+`)`, 10*time.Second)
+		b.liveOpen()
+	}
+	bob.do(chromedp.SetValue(chromedp.CSS(pendingSel("prd")+" textarea[name=feedback]"), "half-typed thought"))
+
+	alice.decide("prd", "approve", "alice", "")
+	start := time.Now()
+	bob.waitJS(`(function(){var o=document.querySelector("#interrupt .outcome[data-action=approve]");return o&&o.textContent.indexOf("approved by alice")>=0})()`, time.Second)
+	t.Logf("bob saw alice's decision %v after her click", time.Since(start))
+	bob.screenshot("sees-approved-by-alice")
+
+	// The plan gate arrives on both pages. Bob's page loses its live feed
+	// (its socket closes with the element), so his form goes stale.
+	for _, b := range []*tab{alice, bob} {
+		b.waitJS(`document.querySelector(`+jsq(pendingSel("plan"))+`)`, 20*time.Second)
+	}
+	eval[bool](bob, `(document.getElementById("live").remove(), true)`)
+	alice.decide("plan", "approve", "", "")
+	alice.waitJS(`document.querySelector(`+jsq(pendingSel("merge"))+`)`, 20*time.Second)
+	if bob.text(pendingSel("plan")) == "" {
+		t.Fatal("bob's stale plan form is gone; the late submit cannot be tested")
+	}
+	bob.decide("plan", "approve", "bob", "")
+	bob.waitJS(`document.querySelector("#interrupt .outcome.late")`, 10*time.Second)
+	got := bob.text("#interrupt")
+	if !strings.Contains(got, "Someone decided before you") || !strings.Contains(got, "approved by alice") {
+		t.Fatalf("late submit shows %q", got)
+	}
+	if title := eval[string](bob, `document.title`); !strings.Contains(title, "Two reviewers") {
+		t.Fatalf("late submit left the page: title %q", title)
+	}
+	bob.screenshot("late-submit")
+}
+
+// TestDeskFeedbackIsText: markup in a title and in feedback is shown as
+// text on every page it appears on, and never runs.
+func TestDeskFeedbackIsText(t *testing.T) {
+	t.Parallel()
+	env := newDeskEnv(t)
+	const evil = `<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">`
+	id := env.createFeature(`Title <img src=x onerror="window.__pwned=3">`)
+	env.waitPending(id, "prd")
+	b := openTab(t, "xss")
+	b.do(chromedp.Navigate(env.base + "/tasks/" + id))
+	b.liveOpen()
+	b.decide("prd", "reject", "Mallory", evil)
+	b.waitJS(`document.querySelector(`+jsq(pendingSel("prd")+` .changes`)+`)`, 20*time.Second)
+
+	noPwn := func(where string) {
+		t.Helper()
+		if v := eval[string](b, `typeof window.__pwned`); v != "undefined" {
+			t.Fatalf("%s: window.__pwned is %s", where, v)
+		}
+		if n := eval[int](b, `document.querySelectorAll("img[src=x], main script").length`); n != 0 {
+			t.Fatalf("%s: %d injected elements", where, n)
+		}
+	}
+	noPwn("task page, live")
+	for _, sel := range []string{"#decisions .feedback-text", "#interrupt .outcome .feedback-text", "#timeline .quote",
+		pendingSel("prd") + " .changes"} {
+		if got := b.text(sel); !strings.Contains(got, "<script>window.__pwned=1</script>") {
+			t.Errorf("%s does not show the feedback as text: %q", sel, got)
+		}
+	}
+	b.screenshot("task")
+	b.do(chromedp.Reload())
+	b.waitJS(`document.querySelector(`+jsq(pendingSel("prd"))+`)`, 10*time.Second)
+	noPwn("task page, reloaded")
+	if got := b.text("h1"); !strings.Contains(got, `<img src=x onerror="window.__pwned=3">`) {
+		t.Errorf("title not shown as text: %q", got)
+	}
+	for _, page := range []string{"/", "/inbox"} {
+		b.do(chromedp.Navigate(env.base + page))
+		b.waitJS(`document.readyState === "complete"`, 10*time.Second)
+		noPwn(page)
+		if got := b.text("main"); !strings.Contains(got, `onerror="window.__pwned=3"`) {
+			t.Errorf("%s does not show the title as text", page)
+		}
+	}
+	b.screenshot("inbox")
+}
+
+// TestDeskReconnect: the server stops while a task page is open and moves
+// on without it; once the server is back, the page reconnects and shows
+// every event it missed, without a reload.
+func TestDeskReconnect(t *testing.T) {
+	t.Parallel()
+	env := newDeskEnv(t)
+	id := env.createFeature("Reconnect")
+	prd := env.waitPending(id, "prd")
+	b := openTab(t, "reconnect")
+	b.do(chromedp.Navigate(env.base + "/tasks/" + id))
+	b.waitJS(`document.querySelector(`+jsq(pendingSel("prd"))+`)`, 10*time.Second)
+	b.liveOpen()
+	eval[bool](b, `(window.__samePage = true)`)
+	before := eval[int](b, `document.querySelectorAll("#timeline li").length`)
+
+	env.stopServer()
+	b.waitJS(`document.getElementById("live-state").dataset.state !== "open"`, 5*time.Second)
+	b.screenshot("server-down")
+	// The task moves on while the page cannot hear it.
+	if _, err := env.engine.Decide(t.Context(), id, decisionInput(prd.ID, "approve", "carol")); err != nil {
+		t.Fatalf("decide: %v", err)
+	}
+	env.run.Wake()
+	env.waitPending(id, "plan")
+	env.startServer()
+
+	b.waitJS(`document.querySelector(`+jsq(pendingSel("plan"))+`)`, 20*time.Second)
+	b.waitJS(`document.querySelector('[data-node=plan][data-status=waiting]') && document.querySelector('[data-node=research][data-status=done]')`, 5*time.Second)
+	after := eval[int](b, `document.querySelectorAll("#timeline li").length`)
+	if after <= before {
+		t.Fatalf("timeline has %d entries after the reconnect, %d before", after, before)
+	}
+	timeline := b.text("#timeline")
+	for _, want := range []string{"Approved", "Completed research", "Waiting: Approve the implementation plan"} {
+		if !strings.Contains(timeline, want) {
+			t.Errorf("timeline misses %q", want)
+		}
+	}
+	// Every seq once, in order: nothing missed, nothing twice.
+	if ok := eval[bool](b, `(function(){var s=[].map.call(document.querySelectorAll("#timeline li"),function(l){return +l.dataset.seq});for(var i=1;i<s.length;i++){if(s[i]!==s[i-1]+1)return false}return s[0]===1})()`); !ok {
+		t.Errorf("timeline seqs are not 1..n: %s", eval[string](b, `[].map.call(document.querySelectorAll("#timeline li"),function(l){return l.dataset.seq}).join(",")`))
+	}
+	if !eval[bool](b, `window.__samePage === true`) {
+		t.Fatal("the page reloaded")
+	}
+	b.screenshot("caught-up")
+}
+
+// TestDeskNewTaskInvalid: the server refuses the form's input; the errors
+// sit next to their fields and nothing typed is lost.
+func TestDeskNewTaskInvalid(t *testing.T) {
+	t.Parallel()
+	env := newDeskEnv(t)
+	b := openTab(t, "form")
+	b.do(chromedp.Navigate(env.base + "/tasks/new"))
+	b.waitJS(`document.querySelector("form#new-task")`, 10*time.Second)
+	// Spaces pass the browser's required check; the server refuses them.
+	b.do(chromedp.SetValue(chromedp.CSS(`textarea[name="input.description"]`), "   "),
+		chromedp.SetValue(chromedp.CSS(`input[name="input.name"]`), "keep-this-name"),
+		chromedp.SetValue(chromedp.CSS(`input[name="title"]`), "Keep this title"))
+	eval[bool](b, `(document.querySelector("input[name='gate.allowPlan']").checked = false, true)`)
+	b.click(`#new-task button[type=submit]`)
+	b.waitJS(`document.querySelector("[data-field='input.description'] .field-error")`, 10*time.Second)
+	if got := b.text("[data-field='input.description'] .field-error"); !strings.Contains(got, "required") {
+		t.Errorf("description error: %q", got)
+	}
+	checks := map[string]string{
+		`document.querySelector("input[name='input.name']").value`:                                  "keep-this-name",
+		`document.querySelector("input[name='title']").value`:                                       "Keep this title",
+		`document.querySelector("textarea[name='input.description']").getAttribute("aria-invalid")`: "true",
+		`String(document.querySelector("input[name='gate.allowPlan']").checked)`:                    "false",
+		`String(document.querySelector("input[name='gate.allowPrd']").checked)`:                     "true",
+		`location.pathname`: "/tasks/new",
+	}
+	for expr, want := range checks {
+		if got := eval[string](b, expr); got != want {
+			t.Errorf("%s = %q, want %q", expr, got, want)
+		}
+	}
+	var n int
+	if err := env.pool.QueryRow(t.Context(), "SELECT count(*) FROM tasks").Scan(&n); err != nil || n != 0 {
+		t.Errorf("tasks after a refused form: %d (%v)", n, err)
+	}
+	b.screenshot("errors")
+}

@@ -1,0 +1,424 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/live"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+	"github.com/gatehousehq/gatehouse/internal/runner"
+	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
+	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
+)
+
+// TestMain closes the browser the desk tests share.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	closeBrowser()
+	os.Exit(code)
+}
+
+// holdExec is the stub executor with a brake: a held (role, iteration)
+// waits until released, so a test can see a node running.
+type holdExec struct {
+	stub *featuretest.StubExecutor
+
+	mu    sync.Mutex
+	holds map[string]chan struct{}
+}
+
+func newHoldExec() *holdExec {
+	return &holdExec{stub: featuretest.NewStub(""), holds: map[string]chan struct{}{}}
+}
+
+func holdKey(role string, iteration int) string { return fmt.Sprintf("%s#%d", role, iteration) }
+
+// hold makes the next call of role at iteration wait; release lets it go.
+func (h *holdExec) hold(role string, iteration int) (release func()) {
+	ch := make(chan struct{})
+	h.mu.Lock()
+	h.holds[holdKey(role, iteration)] = ch
+	h.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(func() { close(ch) }) }
+}
+
+func (h *holdExec) Execute(ctx context.Context, req feature.Request) (feature.Reply, error) {
+	h.mu.Lock()
+	ch := h.holds[holdKey(req.Role, req.Iteration)]
+	h.mu.Unlock()
+	if ch != nil {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return feature.Reply{}, ctx.Err()
+		}
+	}
+	return h.stub.Execute(ctx, req)
+}
+
+// deskEnv is a whole replica on a fresh database: engine with the feature
+// workflow on the stub executor, the live hub, the runner with its
+// workers, and the HTTP server on a real port (restartable on the same
+// address).
+type deskEnv struct {
+	t      testing.TB
+	pool   *pgxpool.Pool
+	store  *postgres.Store
+	engine *graph.Engine
+	hub    *live.Hub
+	run    *runner.Runner
+	exec   *holdExec
+	log    *slog.Logger
+
+	mu   sync.Mutex
+	srv  *Server
+	addr string
+	base string
+}
+
+func newDeskEnv(t testing.TB) *deskEnv {
+	t.Helper()
+	ctx := context.Background()
+	cs := pgtest.NewDB(t)
+	pool, err := pgxpool.New(ctx, cs)
+	if err != nil {
+		t.Fatalf("pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	store := postgres.NewStore(pool)
+	notifyCtx, stopNotify := context.WithCancel(ctx)
+	store.StartNotifier(notifyCtx, slog.New(slog.DiscardHandler))
+	t.Cleanup(stopNotify)
+	ex := newHoldExec()
+	fw, err := feature.New(ex, feature.WithRetry(graph.RetryPolicy{Attempts: 1}))
+	if err != nil {
+		t.Fatalf("feature.New: %v", err)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: deskLogLevel}))
+	engine, err := graph.NewEngine(store, []graph.Workflow{fw}, graph.WithLogger(log))
+	if err != nil {
+		t.Fatalf("NewEngine: %v", err)
+	}
+	hub := live.NewHub(cs, store, log)
+	hubCtx, stopHub := context.WithCancel(ctx)
+	hubDone := make(chan struct{})
+	go func() { defer close(hubDone); hub.Run(hubCtx) }()
+	select {
+	case <-hub.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatal("hub never listened")
+	}
+	run := runner.New(store, engine, runner.Config{Owner: "desk-test", Workers: 4, LeaseTTL: 5 * time.Second, Logger: log})
+	hub.OnRunnable(func(string) { run.Wake() })
+	run.Start()
+	e := &deskEnv{t: t, pool: pool, store: store, engine: engine, hub: hub, run: run, exec: ex, log: log}
+	t.Cleanup(func() {
+		e.stopServer()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		run.Stop(ctx)
+		stopHub()
+		<-hubDone
+	})
+	e.startServer()
+	return e
+}
+
+// deskLogLevel is the level of the replica's log in the test output.
+var deskLogLevel = slog.LevelWarn
+
+// testWriter sends log lines to the test's log while it runs.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// startServer serves on a free port the first time, on the same address
+// after that.
+func (e *deskEnv) startServer() {
+	e.t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	srv := New(Deps{Engine: e.engine, Store: e.store, Hub: e.hub, Wake: e.run.Wake, BootstrapToken: testToken,
+		Logger: e.log, Version: "test"})
+	addr := e.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	var bound string
+	var err error
+	for range 50 { // the old socket may linger a moment after a restart
+		var a interface{ String() string }
+		a, err = srv.Start(addr)
+		if err == nil {
+			bound = a.String()
+			break
+		}
+		srv = New(Deps{Engine: e.engine, Store: e.store, Hub: e.hub, Wake: e.run.Wake, BootstrapToken: testToken,
+			Logger: e.log, Version: "test"})
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		e.t.Fatalf("start server on %s: %v", addr, err)
+	}
+	e.srv, e.addr, e.base = srv, bound, "http://"+bound
+}
+
+// stopServer shuts the server down (websockets get a close frame).
+func (e *deskEnv) stopServer() {
+	e.mu.Lock()
+	srv := e.srv
+	e.srv = nil
+	e.mu.Unlock()
+	if srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		e.t.Errorf("shutdown: %v", err)
+	}
+}
+
+// createFeature starts a feature task whose every gate waits for a person.
+func (e *deskEnv) createFeature(title string) string {
+	e.t.Helper()
+	t, err := e.engine.Create(context.Background(), graph.NewTask{Workflow: feature.Name, Title: title,
+		Input:   json.RawMessage(`{"description":"` + featuretest.DefaultDescription + `"}`),
+		Options: json.RawMessage(`{"gates":{}}`), CreatedBy: "test"})
+	if err != nil {
+		e.t.Fatalf("create: %v", err)
+	}
+	e.run.Wake()
+	return t.ID
+}
+
+// waitPending waits until the task waits on an interrupt of kind.
+func (e *deskEnv) waitPending(id, kind string) *graph.Interrupt {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		itr, err := e.store.PendingInterrupt(context.Background(), id)
+		if err != nil {
+			e.t.Fatalf("pending: %v", err)
+		}
+		if itr != nil && itr.Kind == kind {
+			return itr
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.t.Fatalf("task %s never waited on %s", id, kind)
+	return nil
+}
+
+// --- the browser ---
+
+// One browser for the whole test binary; each test gets its own browser
+// context (cookies, storage) and tabs in it.
+var shared struct {
+	once   sync.Once
+	ctx    context.Context
+	cancel []context.CancelFunc
+	dir    string
+	err    error
+}
+
+const chromiumPath = "/usr/bin/chromium"
+
+func startBrowser() {
+	path := chromiumPath
+	if _, err := os.Stat(path); err != nil {
+		if p, lerr := exec.LookPath("chromium"); lerr == nil {
+			path = p
+		} else {
+			shared.err = fmt.Errorf("chromium not found at %s (apt-get install -y chromium)", chromiumPath)
+			return
+		}
+	}
+	dir, err := os.MkdirTemp("", "gatehouse-chromium-")
+	if err != nil {
+		shared.err = err
+		return
+	}
+	shared.dir = dir
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(dir),
+		chromedp.WindowSize(1360, 1000),
+	)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
+	shared.cancel = []context.CancelFunc{cancelBrowser, cancelAlloc}
+	if err := chromedp.Do(bctx); err != nil {
+		shared.err = fmt.Errorf("start chromium: %w", err)
+		return
+	}
+	shared.ctx = bctx
+}
+
+func closeBrowser() {
+	for _, c := range shared.cancel {
+		c()
+	}
+	if shared.dir != "" {
+		_ = os.RemoveAll(shared.dir)
+	}
+}
+
+// newTab opens a tab in a fresh browser context for the test.
+func newTab(t *testing.T) context.Context {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("browser test (-short)")
+	}
+	shared.once.Do(startBrowser)
+	if shared.err != nil {
+		t.Fatalf("browser: %v", shared.err)
+	}
+	ctx, cancel := chromedp.NewContext(shared.ctx, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("open tab: %v", err)
+	}
+	return ctx
+}
+
+// tab is a browser tab with the test's helpers.
+type tab struct {
+	t    *testing.T
+	ctx  context.Context
+	name string
+	shot int
+}
+
+func openTab(t *testing.T, name string) *tab { return &tab{t: t, ctx: newTab(t), name: name} }
+
+// do runs steps, failing the test on error.
+func (b *tab) do(steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		b.t.Fatalf("%s: %v", b.name, err)
+	}
+}
+
+// eval evaluates a JavaScript expression.
+func eval[T any](b *tab, expr string) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		b.t.Fatalf("%s: eval %s: %v", b.name, expr, err)
+	}
+	return v
+}
+
+// waitJS waits until a JavaScript expression is truthy, across page loads.
+func (b *tab) waitJS(expr string, timeout time.Duration) {
+	b.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			break
+		}
+		ctx, cancel := context.WithTimeout(b.ctx, left+2*time.Second)
+		_, err = chromedp.Run(ctx, chromedp.Poll[bool]("!!("+expr+")", chromedp.WithPollingTimeout(left),
+			chromedp.WithPollingInterval(20*time.Millisecond)))
+		cancel()
+		if err == nil {
+			return
+		}
+		// A navigation ends the poll: poll again in the new page.
+		time.Sleep(50 * time.Millisecond)
+	}
+	html, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`(document.querySelector("#interrupt")||document.body).outerHTML.slice(0, 3000)`))
+	b.t.Fatalf("%s: waiting for %s: %v\npage: %s", b.name, expr, err, html)
+}
+
+// text is the text of the first element matching a CSS selector, "" if none.
+func (b *tab) text(css string) string {
+	b.t.Helper()
+	q, _ := json.Marshal(css)
+	return eval[string](b, `(function(){var e=document.querySelector(`+string(q)+`);return e?e.textContent:""})()`)
+}
+
+// screenshot saves the whole page as a PNG in the test's artifact directory.
+func (b *tab) screenshot(stage string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", stage, err)
+	}
+	b.shot++
+	name := fmt.Sprintf("%s/%02d-%s-%s.png", b.t.ArtifactDir(), b.shot, b.name, stage)
+	if err := os.WriteFile(name, png, 0o644); err != nil {
+		b.t.Fatalf("write screenshot: %v", err)
+	}
+	b.t.Logf("screenshot %s", name)
+}
+
+// liveOpen waits until the page's websocket is open.
+func (b *tab) liveOpen() {
+	b.t.Helper()
+	b.waitJS(`document.getElementById("live-state") && document.getElementById("live-state").dataset.state === "open"`, 10*time.Second)
+}
+
+// click clicks the element as a person would (the element's own click, so
+// a sticky header never takes it), once htmx has wired it up.
+func (b *tab) click(css string) {
+	b.t.Helper()
+	js := `(function(){var e=document.querySelector(` + jsq(css) + `);if(!e)return "none";` +
+		`var h=e.closest("[hx-get],[hx-post]")||(e.form&&e.form.closest("[hx-post]"));` +
+		`if(h&&!(h["htmx-internal-data"]&&h["htmx-internal-data"].initHash))return "wait";` +
+		`e.scrollIntoView({block:"center"});e.click();return "ok"})()`
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		switch got := eval[string](b, js); {
+		case got == "ok":
+			return
+		case time.Now().After(deadline):
+			b.t.Fatalf("%s: cannot click %s: %s", b.name, css, got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// jsq quotes a string for JavaScript.
+func jsq(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func decisionInput(interruptID, action, by string) graph.DecisionInput {
+	return graph.DecisionInput{InterruptID: interruptID, Action: action, DecidedBy: by}
+}
