@@ -155,3 +155,13 @@ func idleMessage(status string) string {
 	}
 	return "Nothing to decide right now."
 }
+
+func opSymbol(op string) string {
+	switch op {
+	case "+":
+		return "+"
+	case "-":
+		return "−"
+	}
+	return ""
+}

@@ -373,6 +373,7 @@ func (b *tab) text(css string) string {
 // screenshot saves the whole page as a PNG in the test's artifact directory.
 func (b *tab) screenshot(stage string) {
 	b.t.Helper()
+	eval[bool](b, `(window.scrollTo(0, 0), true)`)
 	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
 	defer cancel()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))

@@ -208,7 +208,7 @@ func (d *desk) feedTask(ctx context.Context, id string, after int64, ik, who str
 func (d *desk) taskMessage(ctx context.Context, snap *taskSnap, batch []graph.Event, ik, who string) ([]byte, string, error) {
 	var buf bytes.Buffer
 	buf.WriteString(`<ol id="timeline" hx-swap-oob="beforeend">`)
-	var state, decisions, artifacts bool
+	var state, decisions, artifacts, inbox bool
 	for i := range batch {
 		ev := &batch[i]
 		b, err := snap.item(ctx, ev)
@@ -216,6 +216,9 @@ func (d *desk) taskMessage(ctx context.Context, snap *taskSnap, batch []graph.Ev
 			return nil, "", err
 		}
 		buf.Write(b)
+		if inboxRelevant(*ev) {
+			inbox = true
+		}
 		switch {
 		case ev.Type == graph.EventArtifactCreated:
 			artifacts = true
@@ -237,6 +240,9 @@ func (d *desk) taskMessage(ctx context.Context, snap *taskSnap, batch []graph.Ev
 	if artifacts {
 		buf.Write(snap.artifacts)
 	}
+	if inbox {
+		buf.Write(snap.inbox)
+	}
 	key := interruptKey(snap.data)
 	if key != ik {
 		if err := views.InterruptArea(d.interruptView(snap.data, who), true).Render(ctx, &buf); err != nil {
@@ -255,6 +261,7 @@ func (d *desk) taskMessage(ctx context.Context, snap *taskSnap, batch []graph.Ev
 type taskSnap struct {
 	data                                     *taskData
 	head, graph, state, decisions, artifacts []byte
+	inbox                                    []byte // the navigation's pending count
 
 	mu    sync.Mutex
 	items map[int64][]byte
@@ -350,6 +357,18 @@ func (c *taskCache) load(ctx context.Context, id string) (*taskSnap, error) {
 		return nil, err
 	}
 	page := d.buildTaskPage(td, artifactSel{}, "")
+	// The live index marks nothing: each page keeps its own selection.
+	for i := range page.Artifacts.Names {
+		n := &page.Artifacts.Names[i]
+		n.Selected = false
+		for j := range n.Versions {
+			n.Versions[j].Selected = false
+		}
+	}
+	pending, err := d.pendingCount(ctx)
+	if err != nil {
+		return nil, err
+	}
 	s := &taskSnap{data: td}
 	parts := []struct {
 		dst  *[]byte
@@ -360,6 +379,7 @@ func (c *taskCache) load(ctx context.Context, id string) (*taskSnap, error) {
 		{&s.state, views.StateBody(page.State, true)},
 		{&s.decisions, views.DecisionsView(page.Decisions, true)},
 		{&s.artifacts, views.ArtifactsIndex(page.Artifacts, true)},
+		{&s.inbox, views.InboxBadge(pending, true)},
 	}
 	for _, p := range parts {
 		var buf bytes.Buffer

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehousehq/gatehouse/internal/graph"
@@ -122,7 +123,10 @@ func (d *desk) taskPage(c echo.Context) error {
 	page := d.buildTaskPage(td, sel, reviewer(c.Request()))
 	page.Page = d.pageMeta(ctx, td.task.Title, "")
 	if isHX(c) && c.Request().Header.Get("HX-Target") == "artifact-view" {
-		return d.write(c, http.StatusOK, views.ArtifactDocView(page.Artifacts.View))
+		// Only what the artifact links swap: the view, and the index for its
+		// selection.
+		return d.write(c, http.StatusOK, templ.Join(views.ArtifactDocView(page.Artifacts.View),
+			views.ArtifactsIndex(page.Artifacts, false)))
 	}
 	return d.write(c, http.StatusOK, views.TaskView(page))
 }
