@@ -48,6 +48,9 @@ Commands:
   migrate up         apply pending migrations
   migrate down       roll back the latest migration
   migrate status     list migrations and whether they are applied
+  run WORKFLOW --input FILE
+                     start a task and follow it in the terminal, answering its
+                     interrupts at a prompt (run --attach TASK_ID: an existing one)
   version            print the version
 
 Every command takes --help. Settings come from the environment:
@@ -74,6 +77,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		err = cmdServe(ctx, args, getenv, stdout, stderr)
 	case "migrate":
 		err = cmdMigrate(ctx, args, getenv, stdout, stderr)
+	case "run":
+		err = cmdRun(ctx, args, getenv, stdin, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "gatehouse", version)
 	case "help", "-h", "-help", "--help":
@@ -82,9 +87,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		err = usageError{fmt.Sprintf("unknown command %q (try gatehouse --help)", cmd)}
 	}
 	var ue usageError
+	var es exitStatus
 	switch {
 	case err == nil || errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.As(err, &es):
+		return es.code
 	case errors.As(err, &ue):
 		fmt.Fprintln(stderr, "gatehouse:", ue.msg)
 		return 2

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+)
+
+// runBundle runs `gatehouse run` in-process against a fresh database.
+type runBundle struct {
+	t    *testing.T
+	url  string
+	pool *pgxpool.Pool
+	dir  string
+}
+
+func setupRun(t *testing.T) *runBundle {
+	t.Helper()
+	url := pgtest.NewDB(t)
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return &runBundle{t: t, url: url, pool: pool, dir: t.TempDir()}
+}
+
+func (b *runBundle) file(name, content string) string {
+	b.t.Helper()
+	p := filepath.Join(b.dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		b.t.Fatal(err)
+	}
+	return p
+}
+
+// run runs the command with stdin and returns its exit status and output.
+func (b *runBundle) run(stdin string, args ...string) (int, string, string) {
+	b.t.Helper()
+	env := map[string]string{"DATABASE_URL": b.url, "USER": "ann", "GATEHOUSE_LEASE_TTL": "2s"}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, append([]string{"run"}, args...), func(k string) string { return env[k] },
+		strings.NewReader(stdin), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func (b *runBundle) query(sql string, args ...any) string {
+	b.t.Helper()
+	var s string
+	if err := b.pool.QueryRow(context.Background(), sql, args...).Scan(&s); err != nil {
+		b.t.Fatalf("%s: %v", sql, err)
+	}
+	return s
+}
+
+var taskIDRe = regexp.MustCompile(`task ([0-9a-f-]{36})`)
+
+const featureInput = `{"description": "Let users export their monthly reports as CSV files."}`
+
+// TestRunFeatureInTheTerminal: a feature task with every gate closed,
+// driven from scripted standard input: one rejection with feedback, then
+// approvals, to success.
+func TestRunFeatureInTheTerminal(t *testing.T) {
+	t.Parallel()
+	b := setupRun(t)
+	in := b.file("in.json", featureInput)
+	stdin := "r Name the CSV columns and the encoding.\n" + "a\n" + "a\n" + "approve\n"
+	code, out, errs := b.run(stdin, "feature", "--input", in)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	m := taskIDRe.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no task id in\n%s", out)
+	}
+	id := m[1]
+	for _, want := range []string{
+		"── prd · Approve the PRD (spec.yaml) · requirements, iteration 1",
+		"prd> r Name the CSV columns and the encoding.",
+		"● reject: Name the CSV columns and the encoding. by cli:ann",
+		"✓ requirements:2",
+		"── prd · Approve the PRD (spec.yaml) · requirements, iteration 2",
+		"── plan · Approve the implementation plan (plan.yaml) · plan, iteration 1",
+		"── merge · Approve the merge (merge.md) · merge, iteration 1",
+		"───── merge.md (text/markdown) ─────",
+		"\nsucceeded in ",
+		"completed_phases:",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+	if i, j := strings.Index(out, "✓ validate_plan_tasks"), strings.Index(out, "── merge"); i < 0 || j < i {
+		t.Errorf("progress lines out of order")
+	}
+	if st := b.query(`SELECT status FROM tasks WHERE id = $1`, id); st != "succeeded" {
+		t.Errorf("task status %s", st)
+	}
+	if d := b.query(`SELECT string_agg(action || ':' || decided_by, ',' ORDER BY decided_at) FROM decisions WHERE task_id = $1`, id); d != "reject:cli:ann,approve:cli:ann,approve:cli:ann,approve:cli:ann" {
+		t.Errorf("decisions %s", d)
+	}
+	// The feedback reached the requirements prompt of its second run.
+	if p := b.query(`SELECT data->>'prompt' FROM task_events WHERE task_id = $1 AND type = 'llm.call' AND phase = 'requirements:2'`, id); !strings.Contains(p, "Name the CSV columns and the encoding.") {
+		t.Errorf("requirements:2 prompt lacks the feedback:\n%s", p)
+	}
+	if testing.Verbose() {
+		t.Logf("transcript:\n%s", out)
+	}
+}
+
+// TestRunDetachAndAttach: end of input at a gate detaches (exit 3) and the
+// task keeps waiting; run --attach answers it later; an answer typed while
+// nothing asks waits for the next prompt.
+func TestRunDetachAndAttach(t *testing.T) {
+	t.Parallel()
+	b := setupRun(t)
+	in := b.file("in.json", featureInput)
+	code, out, errs := b.run("", "feature", "--auto-approve", "allowPrd", "--input", in, "--title", "CSV export")
+	if code != exitDetached {
+		t.Fatalf("exit %d, want %d\n%s\n%s", code, exitDetached, out, errs)
+	}
+	id := taskIDRe.FindStringSubmatch(out)[1]
+	if !strings.Contains(out, "detached (end of input)") || !strings.Contains(out, "gatehouse run --attach "+id) || strings.Contains(out, "── prd") {
+		t.Errorf("stdout:\n%s", out)
+	}
+	if st := b.query(`SELECT status || ' ' || title FROM tasks WHERE id = $1`, id); st != "waiting CSV export" {
+		t.Errorf("task %s", st)
+	}
+
+	// Edit the plan from a file, then quit at the merge gate.
+	plan := b.file("plan.yaml", "")
+	code, out, _ = b.run("w "+plan+"\nq\n", "--attach", id)
+	if code != exitDetached || !strings.Contains(out, "attached to task "+id) || !strings.Contains(out, "wrote "+plan) {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	body, _ := os.ReadFile(plan)
+	edited := strings.Replace(string(body), "Foundation", "Groundwork", 1)
+	if edited == string(body) {
+		t.Fatalf("plan.yaml has no phase named Foundation:\n%s", body)
+	}
+	b.file("plan.yaml", edited)
+	code, out, _ = b.run("e "+plan+"\na\n", "--attach", id)
+	if code != 0 || !strings.Contains(out, "✎ plan.yaml edited by cli:ann") || !strings.Contains(out, "succeeded") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if v := b.query(`SELECT content FROM artifacts WHERE task_id = $1 AND name = 'plan.yaml' ORDER BY version DESC LIMIT 1`, id); !strings.Contains(v, "Groundwork") {
+		t.Errorf("latest plan.yaml:\n%s", v)
+	}
+}
+
+// TestRunCancel: c at a prompt cancels the task: exit 1.
+func TestRunCancel(t *testing.T) {
+	t.Parallel()
+	b := setupRun(t)
+	in := b.file("in.json", featureInput)
+	code, out, _ := b.run("c\n", "feature", "--input", in)
+	if code != 1 || !strings.Contains(out, "cancelled by cli:ann") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+// TestRunAutoApproveAll: with every gate auto-approved the task runs to
+// the end with no input at all.
+func TestRunAutoApproveAll(t *testing.T) {
+	t.Parallel()
+	b := setupRun(t)
+	in := b.file("in.json", featureInput)
+	code, out, _ := b.run("", "feature", "--input", in, "--auto-approve=all")
+	if code != 0 || strings.Contains(out, "──") || !strings.Contains(out, "✓ merge") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+func TestRunUsage(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good := filepath.Join(dir, "in.json")
+	if err := os.WriteFile(good, []byte(featureInput), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	notObject := filepath.Join(dir, "list.json")
+	if err := os.WriteFile(notObject, []byte(`["x"]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"DATABASE_URL": "postgres://127.0.0.1:1/none"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"NoWorkflow", nil, "run needs a WORKFLOW"},
+		{"NoInput", []string{"feature"}, "--input FILE"},
+		{"TwoWorkflows", []string{"feature", "sdd", "--input", good}, "one WORKFLOW"},
+		{"UnknownWorkflow", []string{"nope", "--input", good}, `unknown workflow "nope"`},
+		{"MissingFile", []string{"feature", "--input", filepath.Join(dir, "none.json")}, "--input"},
+		{"NotAnObject", []string{"feature", "--input", notObject}, "want a JSON object"},
+		{"UnknownGate", []string{"feature", "--input", good, "--auto-approve", "allowEverything"}, "allowPrd"},
+		{"BadOptions", []string{"feature", "--input", good, "--options", "[1]"}, "--options"},
+		{"AttachBadID", []string{"--attach", "12"}, "task id"},
+		{"AttachWithInput", []string{"--attach", "8c7f0f6e-2f0b-4c35-9c55-1f1a0e6c2d11", "--input", good}, "--attach"},
+		{"UnknownFlag", []string{"feature", "--inptu", good}, "inptu"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), append([]string{"run"}, tc.args...), func(k string) string { return env[k] },
+				strings.NewReader(""), &stdout, &stderr)
+			if code != 2 || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("exit %d, stderr %q; want 2 and one line with %q", code, stderr.String(), tc.want)
+			}
+		})
+	}
+	t.Run("Help", func(t *testing.T) {
+		t.Parallel()
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), []string{"run", "--help"}, func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
+		out := stdout.String()
+		if code != 0 || !strings.Contains(out, "gatehouse run WORKFLOW --input FILE") || !strings.Contains(out, "-auto-approve") ||
+			!strings.Contains(out, "3 detached") {
+			t.Errorf("exit %d:\n%s", code, out)
+		}
+	})
+	t.Run("Listed", func(t *testing.T) {
+		t.Parallel()
+		var stdout bytes.Buffer
+		run(context.Background(), []string{"--help"}, func(string) string { return "" }, strings.NewReader(""), &stdout, &stdout)
+		if !strings.Contains(stdout.String(), "run WORKFLOW --input FILE") {
+			t.Errorf("gatehouse --help does not list run:\n%s", stdout.String())
+		}
+	})
+}
+
+// TestRenderResult: long texts print as blocks, the rest as JSON.
+func TestRenderResult(t *testing.T) {
+	t.Parallel()
+	raw, _ := json.Marshal(map[string]any{"final_analysis": "# Analysis\n\nUse a queue.", "turn_count": 2, "approved": true})
+	got := renderResult(raw)
+	want := "result:\n  approved: true\n  final_analysis:\n    # Analysis\n\n    Use a queue.\n  turn_count: 2\n"
+	if got != want {
+		t.Errorf("got\n%q\nwant\n%q", got, want)
+	}
+}
