@@ -27,6 +27,7 @@ type desk struct {
 	assets *static.Assets
 	render *renderer
 	tasks  *taskCache
+	feeds  *feeds
 	lists  *listCache
 }
 
@@ -36,6 +37,7 @@ type desk struct {
 func (s *Server) registerDesk() {
 	d := &desk{s: s, assets: static.MustLoad(), render: newRenderer()}
 	d.tasks = newTaskCache(d, 256)
+	d.feeds = &feeds{d: d, m: map[string]*taskFeed{}}
 	d.lists = newListCache()
 	e := s.e
 	e.GET(static.Prefix+"*", echo.WrapHandler(d.assets))

@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -43,7 +43,7 @@ const (
 // serveLive upgrades the request and runs one live socket: produce renders
 // messages into out until ctx ends; this goroutine is the only writer; a
 // reader goroutine drops what the client sends and notices it leaving.
-func (d *desk) serveLive(c echo.Context, produce func(ctx context.Context, out chan<- []byte) error) error {
+func (d *desk) serveLive(c echo.Context, last int64, produce func(ctx context.Context, out chan liveMsg) error) error {
 	s := d.s
 	r := c.Request()
 	if !websocket.IsWebSocketUpgrade(r) {
@@ -81,7 +81,7 @@ func (d *desk) serveLive(c echo.Context, produce func(ctx context.Context, out c
 			}
 		}
 	}()
-	out := make(chan []byte, liveOut)
+	out := make(chan liveMsg, liveOut)
 	prodDone := make(chan error, 1)
 	go func() { prodDone <- produce(ctx, out) }()
 
@@ -92,7 +92,7 @@ loop:
 		select {
 		case msg := <-out:
 			_ = conn.SetWriteDeadline(time.Now().Add(s.writeWait))
-			if err := conn.WriteMessage(websocket.TextMessage, msg); err != nil {
+			if err := msg.write(conn, &last); err != nil {
 				break loop
 			}
 		case <-ping.C:
@@ -104,7 +104,11 @@ loop:
 			break loop
 		case err := <-prodDone:
 			prodDone = nil
-			if err != nil && !errors.Is(err, context.Canceled) {
+			switch {
+			case errors.Is(err, errSlowPage):
+				// Reconnect and catch up (htmx-ext-ws retries on 1013).
+				s.closeStream(conn, websocket.CloseTryAgainLater, "catch up", readerDone)
+			case err != nil && !errors.Is(err, context.Canceled):
 				d.s.log.Error("live page feed failed", "path", r.URL.Path, "error", err)
 				s.closeStream(conn, websocket.CloseInternalServerErr, "internal error", readerDone)
 			}
@@ -124,7 +128,9 @@ loop:
 
 // --- the task page ---
 
-// taskLive: GET /tasks/:id/live?after=N&ik=K — the task page's feed.
+// taskLive: GET /tasks/:id/live?after=N&ik=K — the task page's feed: the
+// events after seq N, then every new one, with the parts of the page they
+// change; the decision area when what it shows differs from K.
 func (d *desk) taskLive(c echo.Context) error {
 	id, err := pathID(c)
 	if err != nil {
@@ -138,19 +144,245 @@ func (d *desk) taskLive(c echo.Context) error {
 		return err
 	}
 	ik := c.QueryParam("ik")
-	who := reviewer(c.Request())
-	return d.serveLive(c, func(ctx context.Context, out chan<- []byte) error {
-		return d.feedTask(ctx, id, after, ik, who, out)
+	return d.serveLive(c, after, func(ctx context.Context, out chan liveMsg) error {
+		return d.feeds.join(ctx, id, after, ik, out)
 	})
 }
 
-// feedTask follows the task's events after seq after and sends, per batch
-// of events, their timeline entries and the parts of the page they change.
-func (d *desk) feedTask(ctx context.Context, id string, after int64, ik, who string, out chan<- []byte) error {
-	evs := make(chan graph.Event, liveEvents)
+// liveItem is a rendered timeline entry.
+type liveItem struct {
+	seq  int64
+	html []byte
+}
+
+// liveMsg is one websocket message in pieces, shared by every socket that
+// sends it: timeline entries (each socket sends those it has not sent) and
+// the rest as is.
+type liveMsg struct {
+	items []liveItem
+	parts [][]byte
+}
+
+const timelineOpen, timelineClose = `<ol id="timeline" hx-swap-oob="beforeend">`, `</ol>`
+
+// write sends the message as one text frame sequence, skipping timeline
+// entries up to *last; it moves *last on. A message with entries that
+// are all old and nothing else is not sent.
+func (m liveMsg) write(conn *websocket.Conn, last *int64) error {
+	fresh := m.items[:0:0]
+	for _, it := range m.items {
+		if it.seq > *last {
+			fresh = append(fresh, it)
+		}
+	}
+	if len(fresh) == 0 && len(m.items) > 0 {
+		return nil // a replay of what this page has
+	}
+	w, err := conn.NextWriter(websocket.TextMessage)
+	if err != nil {
+		return err
+	}
+	if len(fresh) > 0 {
+		_, _ = io.WriteString(w, timelineOpen)
+		for _, it := range fresh {
+			_, _ = w.Write(it.html)
+		}
+		_, _ = io.WriteString(w, timelineClose)
+		*last = fresh[len(fresh)-1].seq
+	}
+	for _, p := range m.parts {
+		_, _ = w.Write(p)
+	}
+	return w.Close()
+}
+
+// feeds runs one follower per watched task on this replica: it reads each
+// batch of new events once, renders what changes once, and hands the same
+// bytes to every page of the task. A page costs a socket, a reader and a
+// writer; a page too slow to keep up is disconnected (1013, try again) and
+// reconnects from the seq it has.
+type feeds struct {
+	d  *desk
+	mu sync.Mutex
+	m  map[string]*taskFeed
+}
+
+// taskFeed follows one task for its pages.
+type taskFeed struct {
+	id     string
+	cancel context.CancelFunc
+
+	mu   sync.Mutex
+	subs map[*feedSub]struct{}
+	last int64  // seq of the last event broadcast
+	key  string // interrupt key after that broadcast
+	err  error  // set when the follower stopped
+}
+
+// feedSub is one page: while it catches up, broadcasts wait in backlog.
+type feedSub struct {
+	out      chan liveMsg
+	catching bool
+	backlog  []liveMsg
+	gone     chan struct{} // closed when the feed drops the page
+}
+
+// maxBacklog bounds the broadcasts a catching-up page may owe.
+const maxBacklog = 64
+
+// join serves one page: the catch-up from after to the feed's position,
+// then the feed's broadcasts, until ctx ends or the page is dropped.
+func (f *feeds) join(ctx context.Context, id string, after int64, ik string, out chan liveMsg) error {
+	feed, err := f.acquire(id)
+	if err != nil {
+		return err
+	}
+	sub := &feedSub{out: out, catching: true, gone: make(chan struct{})}
+	feed.mu.Lock()
+	if feed.err != nil {
+		err := feed.err
+		feed.mu.Unlock()
+		f.release(feed)
+		return err
+	}
+	feed.subs[sub] = struct{}{}
+	last, key := feed.last, feed.key
+	feed.mu.Unlock()
+	defer f.leave(feed, sub)
+
+	if msg, ok, err := f.catchUp(ctx, id, after, last, ik, key); err != nil {
+		return err
+	} else if ok {
+		select {
+		case out <- msg:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	feed.mu.Lock()
+	sub.catching = false
+	for _, m := range sub.backlog {
+		select {
+		case out <- m:
+		default:
+			feed.drop(sub)
+		}
+	}
+	sub.backlog = nil
+	feed.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-sub.gone:
+		return errSlowPage
+	}
+}
+
+// errSlowPage ends a page the feed dropped.
+var errSlowPage = errors.New("page dropped: too slow or feed stopped")
+
+// catchUp renders what a page that has seen events up to after misses of
+// the feed's position last: the events between, and the current parts.
+func (f *feeds) catchUp(ctx context.Context, id string, after, last int64, ik, key string) (liveMsg, bool, error) {
+	if after >= last && ik == key {
+		return liveMsg{}, false, nil
+	}
+	snap, err := f.d.tasks.get(ctx, id, last)
+	if err != nil {
+		return liveMsg{}, false, err
+	}
+	var msg liveMsg
+	var evs []graph.Event
+	for from := after; from < last; {
+		page, err := f.d.s.store.Events(ctx, id, from, 1000)
+		if err != nil {
+			return liveMsg{}, false, err
+		}
+		for _, ev := range page {
+			if ev.Seq <= last {
+				evs = append(evs, ev)
+			}
+		}
+		if len(page) < 1000 || len(page) == 0 {
+			break
+		}
+		from = page[len(page)-1].Seq
+	}
+	for i := range evs {
+		b, err := snap.item(ctx, &evs[i])
+		if err != nil {
+			return liveMsg{}, false, err
+		}
+		msg.items = append(msg.items, liveItem{evs[i].Seq, b})
+	}
+	parts, err := f.d.snapParts(ctx, snap, evs, ik, max(after, last))
+	if err != nil {
+		return liveMsg{}, false, err
+	}
+	msg.parts = parts
+	return msg, true, nil
+}
+
+// acquire returns the task's feed, starting it when none runs.
+func (f *feeds) acquire(id string) (*taskFeed, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if feed := f.m[id]; feed != nil {
+		return feed, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	snap, err := f.d.tasks.get(ctx, id, 0)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	feed := &taskFeed{id: id, cancel: cancel, subs: map[*feedSub]struct{}{}, last: snap.data.lastSeq,
+		key: interruptKey(snap.data)}
+	f.m[id] = feed
+	go f.follow(ctx, feed)
+	return feed, nil
+}
+
+func (f *feeds) release(feed *taskFeed) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	feed.mu.Lock()
+	empty := len(feed.subs) == 0
+	feed.mu.Unlock()
+	if empty && f.m[feed.id] == feed {
+		delete(f.m, feed.id)
+		feed.cancel()
+	}
+}
+
+// leave removes a page; the last page stops the feed.
+func (f *feeds) leave(feed *taskFeed, sub *feedSub) {
+	feed.mu.Lock()
+	delete(feed.subs, sub)
+	feed.mu.Unlock()
+	f.release(feed)
+}
+
+// drop disconnects a page; feed.mu is held.
+func (feed *taskFeed) drop(sub *feedSub) {
+	if _, ok := feed.subs[sub]; !ok {
+		return
+	}
+	delete(feed.subs, sub)
+	close(sub.gone)
+}
+
+// follow reads the task's events in batches and broadcasts each batch's
+// message until ctx ends or the store fails (then every page is dropped and
+// reconnects).
+func (f *feeds) follow(ctx context.Context, feed *taskFeed) {
+	evs := make(chan graph.Event, liveBatch)
 	followErr := make(chan error, 1)
+	feed.mu.Lock()
+	start := feed.last
+	feed.mu.Unlock()
 	go func() {
-		_, err := d.s.hub.Follow(ctx, id, after, func(ev graph.Event) error {
+		_, err := f.d.s.hub.Follow(ctx, feed.id, start, func(ev graph.Event) error {
 			select {
 			case evs <- ev:
 				return nil
@@ -160,15 +392,33 @@ func (d *desk) feedTask(ctx context.Context, id string, after int64, ik, who str
 		})
 		followErr <- err
 	}()
+	fail := func(err error) {
+		if ctx.Err() == nil {
+			f.d.s.log.Error("live task feed stopped", "task", feed.id, "error", err)
+		}
+		f.mu.Lock()
+		if f.m[feed.id] == feed {
+			delete(f.m, feed.id)
+		}
+		f.mu.Unlock()
+		feed.mu.Lock()
+		feed.err = errSlowPage
+		for sub := range feed.subs {
+			feed.drop(sub)
+		}
+		feed.mu.Unlock()
+	}
 	batch := make([]graph.Event, 0, 16)
 	for {
 		batch = batch[:0]
 		select {
 		case <-ctx.Done():
 			<-followErr
-			return ctx.Err()
+			fail(ctx.Err())
+			return
 		case err := <-followErr:
-			return err
+			fail(err)
+			return
 		case ev := <-evs:
 			batch = append(batch, ev)
 		}
@@ -181,41 +431,73 @@ func (d *desk) feedTask(ctx context.Context, id string, after int64, ik, who str
 				break drain
 			}
 		}
-		snap, err := d.tasks.get(ctx, id, batch[len(batch)-1].Seq)
+		msg, key, err := f.render(ctx, feed, batch)
 		if err != nil {
-			if ctx.Err() != nil {
-				<-followErr
-				return ctx.Err()
+			if ctx.Err() == nil {
+				fail(err)
 			}
-			return err
+			cancelAndWait(feed, followErr)
+			return
 		}
-		msg, key, err := d.taskMessage(ctx, snap, batch, ik, who)
-		if err != nil {
-			return err
+		feed.mu.Lock()
+		feed.last, feed.key = batch[len(batch)-1].Seq, key
+		for sub := range feed.subs {
+			if sub.catching {
+				if len(sub.backlog) >= maxBacklog {
+					feed.drop(sub)
+				} else {
+					sub.backlog = append(sub.backlog, msg)
+				}
+				continue
+			}
+			select {
+			case sub.out <- msg:
+			default:
+				feed.drop(sub)
+			}
 		}
-		ik = key
-		select {
-		case out <- msg:
-		case <-ctx.Done():
-			<-followErr
-			return ctx.Err()
-		}
+		feed.mu.Unlock()
 	}
 }
 
-// taskMessage renders one live message: the new timeline entries, the
-// head, the graph, and the parts the events touched.
-func (d *desk) taskMessage(ctx context.Context, snap *taskSnap, batch []graph.Event, ik, who string) ([]byte, string, error) {
-	var buf bytes.Buffer
-	buf.WriteString(`<ol id="timeline" hx-swap-oob="beforeend">`)
-	var state, decisions, artifacts, inbox bool
+func cancelAndWait(feed *taskFeed, followErr <-chan error) {
+	feed.cancel()
+	<-followErr
+}
+
+// render builds the broadcast of a batch.
+func (f *feeds) render(ctx context.Context, feed *taskFeed, batch []graph.Event) (liveMsg, string, error) {
+	snap, err := f.d.tasks.get(ctx, feed.id, batch[len(batch)-1].Seq)
+	if err != nil {
+		return liveMsg{}, "", err
+	}
+	var msg liveMsg
 	for i := range batch {
-		ev := &batch[i]
-		b, err := snap.item(ctx, ev)
+		b, err := snap.item(ctx, &batch[i])
 		if err != nil {
-			return nil, "", err
+			return liveMsg{}, "", err
 		}
-		buf.Write(b)
+		msg.items = append(msg.items, liveItem{batch[i].Seq, b})
+	}
+	feed.mu.Lock()
+	ik := feed.key
+	feed.mu.Unlock()
+	parts, err := f.d.snapParts(ctx, snap, batch, ik, batch[len(batch)-1].Seq)
+	if err != nil {
+		return liveMsg{}, "", err
+	}
+	msg.parts = parts
+	return msg, interruptKey(snap.data), nil
+}
+
+// snapParts are the page parts a batch of events changes, from the
+// snapshot: head and graph always; state, decisions, artifacts and the
+// inbox count when the events touch them; the decision area when its key
+// differs from ik; last the meta that the page's script reads.
+func (d *desk) snapParts(ctx context.Context, snap *taskSnap, evs []graph.Event, ik string, seq int64) ([][]byte, error) {
+	var state, decisions, artifacts, inbox bool
+	for i := range evs {
+		ev := &evs[i]
 		if inboxRelevant(*ev) {
 			inbox = true
 		}
@@ -223,51 +505,62 @@ func (d *desk) taskMessage(ctx context.Context, snap *taskSnap, batch []graph.Ev
 		case ev.Type == graph.EventArtifactCreated:
 			artifacts = true
 		case ev.Type == graph.EventDecisionRecorded:
-			decisions, state = true, true
-		case ev.Type == graph.EventNodeCompleted || strings.HasPrefix(ev.Type, "task."):
+			decisions = true
+		case ev.Type == graph.EventNodeCompleted || ev.Type == graph.EventTaskWaiting || ev.Type == graph.EventTaskCompleted ||
+			ev.Type == graph.EventTaskFailed || ev.Type == graph.EventTaskCancelled:
 			state = true
 		}
 	}
-	buf.WriteString(`</ol>`)
-	buf.Write(snap.head)
-	buf.Write(snap.graph)
+	if len(evs) == 0 {
+		// A page that missed nothing but shows another decision area.
+		state, decisions, artifacts, inbox = true, true, true, true
+	}
+	parts := [][]byte{snap.head, snap.graph}
 	if state {
-		buf.Write(snap.state)
+		b, err := snap.stateHTML(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, b)
 	}
 	if decisions {
-		buf.Write(snap.decisions)
+		parts = append(parts, snap.decisions)
 	}
 	if artifacts {
-		buf.Write(snap.artifacts)
+		parts = append(parts, snap.artifacts)
 	}
 	if inbox {
-		buf.Write(snap.inbox)
+		parts = append(parts, snap.inbox)
 	}
 	key := interruptKey(snap.data)
 	if key != ik {
-		if err := views.InterruptArea(d.interruptView(snap.data, who), true).Render(ctx, &buf); err != nil {
-			return nil, "", err
+		b, err := snap.areaHTML(ctx, d)
+		if err != nil {
+			return nil, err
 		}
+		parts = append(parts, b)
 	}
-	last := batch[len(batch)-1].Seq
-	if err := views.LiveMeta(last, string(snap.data.task.Status), key, true).Render(ctx, &buf); err != nil {
-		return nil, "", err
+	var meta bytes.Buffer
+	if err := views.LiveMeta(seq, string(snap.data.task.Status), key, true).Render(ctx, &meta); err != nil {
+		return nil, err
 	}
-	return buf.Bytes(), key, nil
+	return append(parts, meta.Bytes()), nil
 }
 
-// taskSnap is a task as loaded once for every socket that follows it, with
-// the fragments they all send rendered once.
+// taskSnap is a task as loaded once for every page that follows it, with
+// the fragments they all send rendered once (the state and the decision
+// area on first use).
 type taskSnap struct {
 	data                                     *taskData
-	head, graph, state, decisions, artifacts []byte
-	inbox                                    []byte // the navigation's pending count
+	head, graph, decisions, artifacts, inbox []byte
 
 	mu    sync.Mutex
 	items map[int64][]byte
+	state []byte
+	area  []byte
 }
 
-// item is the rendered timeline entry of an event, shared by the sockets.
+// item is the rendered timeline entry of an event.
 func (s *taskSnap) item(ctx context.Context, ev *graph.Event) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -283,6 +576,35 @@ func (s *taskSnap) item(ctx context.Context, ev *graph.Event) ([]byte, error) {
 	}
 	s.items[ev.Seq] = buf.Bytes()
 	return buf.Bytes(), nil
+}
+
+// stateHTML is the current state, rendered once.
+func (s *taskSnap) stateHTML(ctx context.Context, d *desk) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == nil {
+		var buf bytes.Buffer
+		if err := views.StateBody(d.stateView(s.data), true).Render(ctx, &buf); err != nil {
+			return nil, err
+		}
+		s.state = buf.Bytes()
+	}
+	return s.state, nil
+}
+
+// areaHTML is the decision area, rendered once; the page's script puts
+// the reviewer's name in.
+func (s *taskSnap) areaHTML(ctx context.Context, d *desk) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.area == nil {
+		var buf bytes.Buffer
+		if err := views.InterruptArea(d.interruptView(s.data, ""), true).Render(ctx, &buf); err != nil {
+			return nil, err
+		}
+		s.area = buf.Bytes()
+	}
+	return s.area, nil
 }
 
 // taskCache holds the latest snapshot of the tasks being watched: a socket
@@ -356,15 +678,8 @@ func (c *taskCache) load(ctx context.Context, id string) (*taskSnap, error) {
 	if err != nil {
 		return nil, err
 	}
-	page := d.buildTaskPage(td, artifactSel{}, "")
 	// The live index marks nothing: each page keeps its own selection.
-	for i := range page.Artifacts.Names {
-		n := &page.Artifacts.Names[i]
-		n.Selected = false
-		for j := range n.Versions {
-			n.Versions[j].Selected = false
-		}
-	}
+	idx := d.artifactsIndex(td)
 	pending, err := d.pendingCount(ctx)
 	if err != nil {
 		return nil, err
@@ -374,11 +689,10 @@ func (c *taskCache) load(ctx context.Context, id string) (*taskSnap, error) {
 		dst  *[]byte
 		comp templ.Component
 	}{
-		{&s.head, views.TaskHeadView(page.Head, true)},
-		{&s.graph, views.GraphView(page.Graph, true)},
-		{&s.state, views.StateBody(page.State, true)},
-		{&s.decisions, views.DecisionsView(page.Decisions, true)},
-		{&s.artifacts, views.ArtifactsIndex(page.Artifacts, true)},
+		{&s.head, views.TaskHeadView(d.taskHead(td), true)},
+		{&s.graph, views.GraphView(d.taskGraph(td), true)},
+		{&s.decisions, views.DecisionsView(decisionRows(td), true)},
+		{&s.artifacts, views.ArtifactsIndex(idx, true)},
 		{&s.inbox, views.InboxBadge(pending, true)},
 	}
 	for _, p := range parts {
@@ -401,7 +715,7 @@ func (d *desk) dashboardLive(c echo.Context) error {
 		return err
 	}
 	v := c.QueryParam("v")
-	return d.serveLive(c, func(ctx context.Context, out chan<- []byte) error {
+	return d.serveLive(c, 0, func(ctx context.Context, out chan liveMsg) error {
 		return d.feedList(ctx, v, dashboardRelevant, out, func(ctx context.Context) (listRender, error) {
 			return d.lists.get(ctx, q.key(), func(ctx context.Context) (listRender, error) {
 				b, err := d.loadDashboard(ctx, q)
@@ -428,7 +742,7 @@ func (d *desk) inboxLive(c echo.Context) error {
 		return err
 	}
 	v := c.QueryParam("v")
-	return d.serveLive(c, func(ctx context.Context, out chan<- []byte) error {
+	return d.serveLive(c, 0, func(ctx context.Context, out chan liveMsg) error {
 		return d.feedList(ctx, v, inboxRelevant, out, func(ctx context.Context) (listRender, error) {
 			return d.lists.get(ctx, q.key(), func(ctx context.Context) (listRender, error) {
 				b, err := d.loadInbox(ctx, q)
@@ -478,7 +792,7 @@ type listRender struct {
 // feedList sends the list when it differs from what the page shows (its
 // version v), then again after relevant events, at most once per
 // listThrottle.
-func (d *desk) feedList(ctx context.Context, v string, relevant func(graph.Event) bool, out chan<- []byte,
+func (d *desk) feedList(ctx context.Context, v string, relevant func(graph.Event) bool, out chan liveMsg,
 	load func(context.Context) (listRender, error)) error {
 	sub := d.s.hub.SubscribeAll()
 	defer func() { sub.Close() }()
@@ -492,7 +806,7 @@ func (d *desk) feedList(ctx context.Context, v string, relevant func(graph.Event
 		}
 		v = r.version
 		select {
-		case out <- r.html:
+		case out <- liveMsg{parts: [][]byte{r.html}}:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()

@@ -736,3 +736,31 @@ func (d *desk) transition(c echo.Context, do func(ctx context.Context, id, who s
 	}
 	return c.Redirect(http.StatusSeeOther, "/tasks/"+id)
 }
+
+// artifactsIndex lists the artifacts and their versions with nothing
+// selected (the live copy: each page keeps its own selection).
+func (d *desk) artifactsIndex(td *taskData) views.ArtifactsView {
+	t := td.task
+	av := views.ArtifactsView{TaskID: t.ID}
+	byName := map[string][]graph.Artifact{}
+	var names []string
+	for _, a := range td.artifacts {
+		if _, ok := byName[a.Name]; !ok {
+			names = append(names, a.Name)
+		}
+		byName[a.Name] = append(byName[a.Name], a)
+	}
+	base := "/tasks/" + t.ID + "?"
+	for _, name := range names {
+		vs := byName[name]
+		sort.Slice(vs, func(i, j int) bool { return vs[i].Version < vs[j].Version })
+		an := views.ArtifactName{Name: name, URL: base + url.Values{"artifact": {name}}.Encode()}
+		for _, a := range vs {
+			an.Latest = a.Version
+			an.Versions = append(an.Versions, views.ArtifactVersion{Version: a.Version, Node: a.Node, Iteration: a.Iteration,
+				Created: a.CreatedAt, URL: base + url.Values{"artifact": {name}, "v": {strconv.Itoa(a.Version)}}.Encode()})
+		}
+		av.Names = append(av.Names, an)
+	}
+	return av
+}
