@@ -191,7 +191,7 @@ func cmdRun(ctx context.Context, args []string, getenv func(string) string, stdi
 		return err
 	}
 	log := newLogger(cfg, stderr)
-	provider, err := newProvider(cfg.LLM)
+	provider, err := newProvider(cfg.LLM, log.With("component", "llm"))
 	if err != nil {
 		return err
 	}

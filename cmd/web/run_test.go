@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -250,5 +253,37 @@ func TestRenderResult(t *testing.T) {
 	want := "result:\n  approved: true\n  final_analysis:\n    # Analysis\n\n    Use a queue.\n  turn_count: 2\n"
 	if got != want {
 		t.Errorf("got\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestRunOllamaModelMissing: LLM_PROVIDER=ollama reaches the server; a
+// model it does not have fails the task at once (no retries) with a
+// message naming the model and the setting.
+func TestRunOllamaModelMissing(t *testing.T) {
+	t.Parallel()
+	b := setupRun(t)
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		if r.URL.Path != "/api/chat" {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"error":"model \"llama9:70b\" not found, try pulling it first"}`))
+	}))
+	defer srv.Close()
+	in := b.file("in.json", featureInput)
+	env := map[string]string{"DATABASE_URL": b.url, "LLM_PROVIDER": "ollama", "OLLAMA_BASE_URL": srv.URL,
+		"OLLAMA_MODEL_NAME": "llama9:70b"}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"run", "feature", "--input", in}, func(k string) string { return env[k] },
+		strings.NewReader(""), &stdout, &stderr)
+	out := stdout.String()
+	if code != 1 || !strings.Contains(out, "failed after") || !strings.Contains(out, `"llama9:70b"`) || !strings.Contains(out, "OLLAMA_MODEL_NAME") {
+		t.Fatalf("exit %d:\n%s\n%s", code, out, stderr.String())
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("%d requests, want 1: a missing model is not retried", n)
 	}
 }

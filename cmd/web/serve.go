@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"github.com/gatehousehq/gatehouse/internal/config"
 	"github.com/gatehousehq/gatehouse/internal/graph"
@@ -37,7 +38,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	log := newLogger(cfg, stderr)
-	provider, err := newProvider(cfg.LLM)
+	provider, err := newProvider(cfg.LLM, log.With("component", "llm"))
 	if err != nil {
 		return err
 	}
@@ -133,7 +134,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	return nil
 }
 
-func newProvider(c config.LLM) (llm.Provider, error) {
+func newProvider(c config.LLM, log *slog.Logger) (llm.Provider, error) {
 	switch c.Provider {
 	case "scripted":
 		var script *scripted.Script
@@ -148,10 +149,10 @@ func newProvider(c config.LLM) (llm.Provider, error) {
 			slogan.BuiltinReply, analyze.BuiltinReply), script), nil
 	case ollama.Name:
 		return ollama.New(ollama.Config{BaseURL: c.OllamaBaseURL, Model: c.OllamaModel, Temperature: c.OllamaTemp,
-			Timeout: c.OllamaTimeout}), nil
+			Timeout: c.OllamaTimeout, Logger: log}), nil
 	case openai.Name:
 		return openai.New(openai.Config{BaseURL: c.OpenAIBaseURL, APIKey: c.OpenAIAPIKey, Model: c.OpenAIModel,
-			Timeout: c.OpenAITimeout, MaxTokens: c.OpenAIMaxTokens}), nil
+			Timeout: c.OpenAITimeout, MaxTokens: c.OpenAIMaxTokens, Logger: log}), nil
 	default:
 		return nil, usageError{fmt.Sprintf("LLM_PROVIDER=%q: want scripted, ollama or openai", c.Provider)}
 	}

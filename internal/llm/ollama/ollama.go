@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -44,6 +45,8 @@ type Config struct {
 	Retry llm.RetryPolicy
 	// Client is the HTTP client; nil means llm.NewHTTPClient().
 	Client *http.Client
+	// Logger hears of retries (a warning each); nil discards.
+	Logger *slog.Logger
 }
 
 // Provider is the Ollama llm.Provider; safe for concurrent use.
@@ -67,6 +70,12 @@ func New(cfg Config) *Provider {
 	}
 	if cfg.Client == nil {
 		cfg.Client = llm.NewHTTPClient()
+	}
+	if cfg.Logger != nil && cfg.Retry.OnRetry == nil {
+		log := cfg.Logger
+		cfg.Retry.OnRetry = func(attempt int, wait time.Duration, err error) {
+			log.Warn("LLM call failed; retrying", "provider", Name, "model", cfg.Model, "attempt", attempt, "wait", wait, "error", err)
+		}
 	}
 	return &Provider{cfg: cfg, url: strings.TrimRight(cfg.BaseURL, "/") + "/api/chat"}
 }

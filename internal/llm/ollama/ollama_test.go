@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -227,4 +229,34 @@ func TestContextEndsWhileWaiting(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || n.Load() != 1 {
 		t.Errorf("error %v after %d requests, want context.Canceled after 1", err, n.Load())
 	}
+}
+
+func TestRetriesAreLogged(t *testing.T) {
+	t.Parallel()
+	srv, _ := server(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+	})
+	var buf strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))
+	_, _ = provider(srv.URL, &llmtest.Sleeper{}, func(c *ollama.Config) {
+		c.Retry.Attempts = 2
+		c.Logger = log
+	}).Complete(context.Background(), req)
+	mu.Lock()
+	defer mu.Unlock()
+	if got := buf.String(); strings.Count(got, "retrying") != 1 || !strings.Contains(got, "HTTP 503") || !strings.Contains(got, "mistral:latest") {
+		t.Errorf("log:\n%s", got)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

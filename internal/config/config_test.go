@@ -1,0 +1,49 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLLMSettings(t *testing.T) {
+	t.Parallel()
+	load := func(env map[string]string) (Config, error) { return Load(func(k string) string { return env[k] }) }
+	c, err := load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := c.LLM
+	if l.Provider != "scripted" || l.OllamaBaseURL != "http://localhost:11434" || l.OllamaModel != "mistral:latest" ||
+		l.OllamaTemp != 0.7 || l.OllamaTimeout != 30*time.Second || l.OllamaMaxTurns != 5 ||
+		l.OpenAIBaseURL != "https://api.openai.com/v1" || l.OpenAIModel != "gpt-4o-mini" || l.OpenAITimeout != 120*time.Second {
+		t.Errorf("defaults: %+v", l)
+	}
+	c, err = load(map[string]string{"LLM_PROVIDER": "OpenAI", "OPENAI_BASE_URL": "http://127.0.0.1:8000/v1/",
+		"OPENAI_REQUEST_TIMEOUT": "45", "OLLAMA_REQUEST_TIMEOUT": "1m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.LLM.Provider != "openai" || c.LLM.OpenAIBaseURL != "http://127.0.0.1:8000/v1" || c.LLM.OpenAITimeout != 45*time.Second ||
+		c.LLM.OllamaTimeout != time.Minute {
+		t.Errorf("settings: %+v", c.LLM)
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"LLM_PROVIDER": "ollama", "OLLAMA_BASE_URL": "localhost:11434"}, "OLLAMA_BASE_URL"},
+		{map[string]string{"LLM_PROVIDER": "openai", "OPENAI_BASE_URL": "api.openai.com"}, "OPENAI_BASE_URL"},
+		{map[string]string{"OPENAI_REQUEST_TIMEOUT": "-1"}, "OPENAI_REQUEST_TIMEOUT"},
+		{map[string]string{"OLLAMA_TEMPERATURE": "warm"}, "OLLAMA_TEMPERATURE"},
+		{map[string]string{"LLM_PROVIDER": "claude"}, "LLM_PROVIDER"},
+	} {
+		if _, err := load(tc.env); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want one naming %s", tc.env, err, tc.want)
+		}
+	}
+	// A base URL is only checked for the provider in use.
+	if _, err := load(map[string]string{"OLLAMA_BASE_URL": "nonsense"}); err != nil {
+		t.Errorf("scripted with an unused bad OLLAMA_BASE_URL: %v", err)
+	}
+}
