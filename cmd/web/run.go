@@ -318,11 +318,18 @@ func findWorkflow(ws []graph.Workflow, name string) graph.Workflow {
 	return nil
 }
 
-// inputTitle is the first text among the usual input fields, on one line.
+// inputTitle is the first text among the usual input fields (else any
+// text field), on one line.
 func inputTitle(workflow string, input json.RawMessage) string {
 	var m map[string]any
 	_ = json.Unmarshal(input, &m)
-	for _, k := range []string{"title", "name", "description", "query", "question", "prompt", "product", "topic", "subject"} {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	keys = append([]string{"title", "name", "description", "query", "question", "user_input", "prompt", "topic"}, keys...)
+	for _, k := range keys {
 		if s, ok := m[k].(string); ok && strings.TrimSpace(s) != "" {
 			s = strings.Join(strings.Fields(s), " ")
 			if r := []rune(s); len(r) > 80 {
@@ -781,7 +788,7 @@ func renderResult(raw json.RawMessage) string {
 		_ = json.Unmarshal(m[k], &v)
 		j, _ := json.Marshal(v)
 		if len(j) > 100 {
-			j, _ = json.MarshalIndent(v, "    ", "  ")
+			j, _ = json.MarshalIndent(v, "  ", "  ")
 		}
 		fmt.Fprintf(&b, "  %s: %s\n", k, j)
 	}
