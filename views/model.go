@@ -416,16 +416,17 @@ type ThreadMessage struct {
 
 // DecisionRow is a decision in the task's record.
 type DecisionRow struct {
-	Title     string
-	Kind      string
-	Node      string
-	Iteration int
-	Action    string
-	Verb      string
-	By        string
-	At        time.Time
-	Feedback  string
-	Edited    bool
+	InterruptID string
+	Title       string
+	Kind        string
+	Node        string
+	Iteration   int
+	Action      string
+	Verb        string
+	By          string
+	At          time.Time
+	Feedback    string
+	Edited      bool
 }
 
 // ErrorPage is a page for an error.

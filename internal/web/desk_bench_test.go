@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -113,8 +114,26 @@ func BenchmarkDeskInbox(b *testing.B) {
 	benchRender(b, "/inbox", `1000 decisions wait`)
 }
 
-// afterSeq finds the seq a live message brings the page to.
-var afterSeq = regexp.MustCompile(`id="live-meta"[^>]*data-after="(\d+)"`)
+// metaSeq finds the seq a live message brings the page to (its last
+// element is the live meta).
+func metaSeq(msg []byte) (int64, bool) {
+	i := bytes.LastIndex(msg, []byte(`id="live-meta"`))
+	if i < 0 {
+		return 0, false
+	}
+	rest := msg[i:]
+	j := bytes.Index(rest, []byte(`data-after="`))
+	if j < 0 {
+		return 0, false
+	}
+	rest = rest[j+len(`data-after="`):]
+	k := bytes.IndexByte(rest, '"')
+	if k < 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(rest[:k]), 10, 64)
+	return n, err == nil
+}
 
 // BenchmarkDeskLiveFanout opens 1,000 task-page websockets on one task
 // waiting at its PRD gate, then, b.N times, records a decision (one event,
@@ -161,17 +180,21 @@ func BenchmarkDeskLiveFanout(b *testing.B) {
 	for i, c := range clients {
 		seen[i].Store(seq)
 		wg.Go(func() {
+			var buf bytes.Buffer // one per page, reused: the client's cost stays small
 			for {
-				_, msg, err := c.ReadMessage()
+				_, r, err := c.NextReader()
 				if err != nil {
 					return
 				}
+				buf.Reset()
+				if _, err := buf.ReadFrom(r); err != nil {
+					return
+				}
 				now := time.Now()
-				m := afterSeq.FindSubmatch(msg)
-				if m == nil {
+				n, ok := metaSeq(buf.Bytes())
+				if !ok {
 					continue
 				}
-				n, _ := strconv.ParseInt(string(m[1]), 10, 64)
 				prev := seen[i].Swap(n)
 				if t := target.Load(); t > 0 && prev < t && n >= t {
 					mu.Lock()

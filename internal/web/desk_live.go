@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -513,7 +514,7 @@ func (d *desk) snapParts(ctx context.Context, snap *taskSnap, evs []graph.Event,
 	}
 	if len(evs) == 0 {
 		// A page that missed nothing but shows another decision area.
-		state, decisions, artifacts, inbox = true, true, true, true
+		state, artifacts, inbox = true, true, true
 	}
 	parts := [][]byte{snap.head, snap.graph}
 	if state {
@@ -524,7 +525,11 @@ func (d *desk) snapParts(ctx context.Context, snap *taskSnap, evs []graph.Event,
 		parts = append(parts, b)
 	}
 	if decisions {
-		parts = append(parts, snap.decisions)
+		b, err := snap.decisionsHTML(ctx, evs)
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, b)
 	}
 	if artifacts {
 		parts = append(parts, snap.artifacts)
@@ -551,8 +556,8 @@ func (d *desk) snapParts(ctx context.Context, snap *taskSnap, evs []graph.Event,
 // the fragments they all send rendered once (the state and the decision
 // area on first use).
 type taskSnap struct {
-	data                                     *taskData
-	head, graph, decisions, artifacts, inbox []byte
+	data                          *taskData
+	head, graph, artifacts, inbox []byte
 
 	mu    sync.Mutex
 	items map[int64][]byte
@@ -575,6 +580,36 @@ func (s *taskSnap) item(ctx context.Context, ev *graph.Event) ([]byte, error) {
 		s.items = map[int64][]byte{}
 	}
 	s.items[ev.Seq] = buf.Bytes()
+	return buf.Bytes(), nil
+}
+
+// decisionsHTML renders the decisions the events record, to go on top of
+// the list.
+func (s *taskSnap) decisionsHTML(ctx context.Context, evs []graph.Event) ([]byte, error) {
+	recorded := map[string]bool{}
+	for _, ev := range evs {
+		if ev.Type != graph.EventDecisionRecorded {
+			continue
+		}
+		var data struct {
+			InterruptID string `json:"interrupt_id"`
+		}
+		_ = json.Unmarshal(ev.Data, &data)
+		recorded[data.InterruptID] = true
+	}
+	var rows []views.DecisionRow
+	for _, r := range decisionRows(s.data) { // newest first
+		if recorded[r.InterruptID] {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	var buf bytes.Buffer
+	if err := views.DecisionsPrepend(rows).Render(ctx, &buf); err != nil {
+		return nil, err
+	}
 	return buf.Bytes(), nil
 }
 
@@ -645,7 +680,11 @@ func (c *taskCache) get(ctx context.Context, id string, minSeq int64) (*taskSnap
 	if e.snap != nil && e.snap.data.lastSeq >= minSeq {
 		return e.snap, nil
 	}
-	snap, err := c.load(ctx, id)
+	var prev *taskData
+	if e.snap != nil {
+		prev = e.snap.data
+	}
+	snap, err := c.load(ctx, id, prev)
 	if err != nil {
 		return nil, err
 	}
@@ -672,9 +711,9 @@ func (c *taskCache) evict() {
 	}
 }
 
-func (c *taskCache) load(ctx context.Context, id string) (*taskSnap, error) {
+func (c *taskCache) load(ctx context.Context, id string, prev *taskData) (*taskSnap, error) {
 	d := c.d
-	td, err := d.loadTask(ctx, id)
+	td, err := d.loadTaskSince(ctx, id, prev)
 	if err != nil {
 		return nil, err
 	}
@@ -691,7 +730,6 @@ func (c *taskCache) load(ctx context.Context, id string) (*taskSnap, error) {
 	}{
 		{&s.head, views.TaskHeadView(d.taskHead(td), true)},
 		{&s.graph, views.GraphView(d.taskGraph(td), true)},
-		{&s.decisions, views.DecisionsView(decisionRows(td), true)},
 		{&s.artifacts, views.ArtifactsIndex(idx, true)},
 		{&s.inbox, views.InboxBadge(pending, true)},
 	}

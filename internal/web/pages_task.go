@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,17 +41,22 @@ type taskData struct {
 
 // loadTask reads a task and everything about it.
 func (d *desk) loadTask(ctx context.Context, id string) (*taskData, error) {
+	return d.loadTaskSince(ctx, id, nil)
+}
+
+// loadTaskSince is loadTask that reuses the events of an earlier load of
+// the same task (events never change once committed) and reads only the
+// newer ones.
+func (d *desk) loadTaskSince(ctx context.Context, id string, prev *taskData) (*taskData, error) {
 	st := d.s.store
-	t, err := st.Task(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	td := &taskData{task: t}
-	if w, err := d.s.engine.Workflow(t.Workflow); err == nil {
-		desc := w.Describe()
-		td.desc = &desc
-	}
+	// Events first: whatever is read after them is at least as new, so a
+	// snapshot never claims a seq its task row has not caught up with.
+	td := &taskData{}
 	var after int64
+	if prev != nil && prev.task.ID == id && prev.firstSeq <= 1 {
+		td.events = slices.Clone(prev.events)
+		after = prev.lastSeq
+	}
 	for {
 		evs, err := st.Events(ctx, id, after, 1000)
 		if err != nil {
@@ -68,6 +74,15 @@ func (d *desk) loadTask(ctx context.Context, id string) (*taskData, error) {
 			td.events = td.events[n-maxPageEvents:]
 		}
 		td.firstSeq = td.events[0].Seq
+	}
+	t, err := st.Task(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	td.task = t
+	if w, err := d.s.engine.Workflow(t.Workflow); err == nil {
+		desc := w.Describe()
+		td.desc = &desc
 	}
 	if td.artifacts, err = st.Artifacts(ctx, id); err != nil {
 		return nil, err
@@ -466,7 +481,7 @@ func decisionRows(td *taskData) []views.DecisionRow {
 		if dec.Action == graph.ActionRespond {
 			fb = answerOf(&dec)
 		}
-		out = append(out, views.DecisionRow{Title: itr.Payload.Title, Kind: itr.Kind, Node: itr.Node, Iteration: itr.Iteration,
+		out = append(out, views.DecisionRow{InterruptID: dec.InterruptID, Title: itr.Payload.Title, Kind: itr.Kind, Node: itr.Node, Iteration: itr.Iteration,
 			Action: dec.Action, Verb: sentence(verb(dec.Action)), By: dec.DecidedBy, At: dec.DecidedAt, Feedback: fb,
 			Edited: dec.Action == graph.ActionEdit})
 	}
