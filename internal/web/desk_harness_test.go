@@ -359,8 +359,8 @@ func (b *tab) waitJS(expr string, timeout time.Duration) {
 		// A navigation ends the poll: poll again in the new page.
 		time.Sleep(50 * time.Millisecond)
 	}
-	html, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`(function(){var m=document.querySelector("main"),l=document.getElementById("live"),i=document.getElementById("interrupt"),t=document.querySelectorAll("#timeline li");` +
-		`return JSON.stringify({main: m&&Object.assign({},m.dataset), live: l&&Object.assign({},l.dataset), state: (document.getElementById("live-state")||{}).textContent,` +
+	html, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`(function(){var m=document.querySelector("main"),l=document.getElementById("live"),i=document.getElementById("interrupt"),t=document.querySelectorAll("#timeline li");`+
+		`return JSON.stringify({main: m&&Object.assign({},m.dataset), live: l&&Object.assign({},l.dataset), state: (document.getElementById("live-state")||{}).textContent,`+
 		`interrupt: i&&i.textContent.replace(/\\s+/g," ").slice(0,600), timeline: [].slice.call(t,-6).map(function(x){return x.dataset.seq+" "+x.textContent.replace(/\\s+/g," ").slice(0,80)})})})()`))
 	b.t.Fatalf("%s: waiting for %s: %v\npage: %s", b.name, expr, err, html)
 }
