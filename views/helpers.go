@@ -165,3 +165,11 @@ func opSymbol(op string) string {
 	}
 	return ""
 }
+
+// pluralWord is the words of plural without the number.
+func pluralWord(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -300,3 +300,46 @@ func TestDeskNewTaskInvalid(t *testing.T) {
 	}
 	b.screenshot("errors")
 }
+
+// TestDeskDashboardLive: the dashboard and the inbox follow tasks as they
+// move, without a reload.
+func TestDeskDashboardLive(t *testing.T) {
+	t.Parallel()
+	env := newDeskEnv(t)
+	dash, inbox := openTab(t, "dashboard"), openTab(t, "inbox")
+	dash.do(chromedp.Navigate(env.base + "/"))
+	inbox.do(chromedp.Navigate(env.base + "/inbox"))
+	dash.liveOpen()
+	inbox.liveOpen()
+	eval[bool](dash, `(window.__samePage = true)`)
+
+	id := env.createFeature("Shown live")
+	dash.waitJS(`document.querySelector('[data-group=waiting] [data-task="`+id+`"]')`, 10*time.Second)
+	if got := dash.text(`[data-task="` + id + `"]`); !strings.Contains(got, "Approve the PRD") {
+		t.Errorf("waiting task does not say what it waits for: %q", got)
+	}
+	dash.waitJS(`document.querySelector("#nav-inbox-count").textContent === "1"`, 5*time.Second)
+	inbox.waitJS(`document.querySelector(".inbox-item[data-kind=prd]")`, 10*time.Second)
+	dash.screenshot("waiting")
+
+	itr := env.waitPending(id, "prd")
+	if _, err := env.engine.Decide(t.Context(), id, decisionInput(itr.ID, "approve", "dora")); err != nil {
+		t.Fatal(err)
+	}
+	env.run.Wake()
+	inbox.waitJS(`document.querySelector(".inbox-item[data-kind=plan]") && !document.querySelector(".inbox-item[data-kind=prd]")`, 10*time.Second)
+	inbox.screenshot("plan")
+	if !eval[bool](dash, `window.__samePage === true`) {
+		t.Fatal("the dashboard reloaded")
+	}
+
+	// Small screens: one column, nothing wider than the viewport.
+	dash.do(chromedp.EmulateViewport(390, 844))
+	dash.do(chromedp.Navigate(env.base + "/tasks/" + id))
+	dash.waitJS(`document.querySelector(`+jsq(pendingSel("plan"))+`)`, 10*time.Second)
+	if w := eval[int](dash, `document.documentElement.scrollWidth`); w > 400 {
+		t.Errorf("task page is %dpx wide on a 390px screen; widest: %s", w, eval[string](dash,
+			`[].slice.call(document.querySelectorAll("body *")).filter(function(e){return e.getBoundingClientRect().right>400}).slice(0,5).map(function(e){return e.tagName+"."+e.className}).join(", ")`))
+	}
+	dash.screenshot("phone-task")
+}

@@ -753,23 +753,22 @@ func (d *desk) dashboardLive(c echo.Context) error {
 		return err
 	}
 	v := c.QueryParam("v")
+	render := func(ctx context.Context) (listRender, error) {
+		b, err := d.loadDashboard(ctx, q)
+		if err != nil {
+			return listRender{}, err
+		}
+		var buf bytes.Buffer
+		if err := views.DashboardBodyView(b, true).Render(ctx, &buf); err != nil {
+			return listRender{}, err
+		}
+		if err := views.InboxBadge(b.InboxCount, true).Render(ctx, &buf); err != nil {
+			return listRender{}, err
+		}
+		return listRender{version: b.Version, html: buf.Bytes()}, nil
+	}
 	return d.serveLive(c, 0, func(ctx context.Context, out chan liveMsg) error {
-		return d.feedList(ctx, v, dashboardRelevant, out, func(ctx context.Context) (listRender, error) {
-			return d.lists.get(ctx, q.key(), func(ctx context.Context) (listRender, error) {
-				b, err := d.loadDashboard(ctx, q)
-				if err != nil {
-					return listRender{}, err
-				}
-				var buf bytes.Buffer
-				if err := views.DashboardBodyView(b, true).Render(ctx, &buf); err != nil {
-					return listRender{}, err
-				}
-				if err := views.InboxBadge(b.InboxCount, true).Render(ctx, &buf); err != nil {
-					return listRender{}, err
-				}
-				return listRender{version: b.Version, html: buf.Bytes()}, nil
-			})
-		})
+		return d.feedList(ctx, q.key(), v, dashboardRelevant, out, render)
 	})
 }
 
@@ -780,27 +779,26 @@ func (d *desk) inboxLive(c echo.Context) error {
 		return err
 	}
 	v := c.QueryParam("v")
+	render := func(ctx context.Context) (listRender, error) {
+		b, err := d.loadInbox(ctx, q)
+		if err != nil {
+			return listRender{}, err
+		}
+		n, err := d.pendingCount(ctx)
+		if err != nil {
+			return listRender{}, err
+		}
+		var buf bytes.Buffer
+		if err := views.InboxBodyView(b, true).Render(ctx, &buf); err != nil {
+			return listRender{}, err
+		}
+		if err := views.InboxBadge(n, true).Render(ctx, &buf); err != nil {
+			return listRender{}, err
+		}
+		return listRender{version: b.Version, html: buf.Bytes()}, nil
+	}
 	return d.serveLive(c, 0, func(ctx context.Context, out chan liveMsg) error {
-		return d.feedList(ctx, v, inboxRelevant, out, func(ctx context.Context) (listRender, error) {
-			return d.lists.get(ctx, q.key(), func(ctx context.Context) (listRender, error) {
-				b, err := d.loadInbox(ctx, q)
-				if err != nil {
-					return listRender{}, err
-				}
-				n, err := d.pendingCount(ctx)
-				if err != nil {
-					return listRender{}, err
-				}
-				var buf bytes.Buffer
-				if err := views.InboxBodyView(b, true).Render(ctx, &buf); err != nil {
-					return listRender{}, err
-				}
-				if err := views.InboxBadge(n, true).Render(ctx, &buf); err != nil {
-					return listRender{}, err
-				}
-				return listRender{version: b.Version, html: buf.Bytes()}, nil
-			})
-		})
+		return d.feedList(ctx, q.key(), v, inboxRelevant, out, render)
 	})
 }
 
@@ -830,10 +828,13 @@ type listRender struct {
 // feedList sends the list when it differs from what the page shows (its
 // version v), then again after relevant events, at most once per
 // listThrottle.
-func (d *desk) feedList(ctx context.Context, v string, relevant func(graph.Event) bool, out chan liveMsg,
-	load func(context.Context) (listRender, error)) error {
+func (d *desk) feedList(ctx context.Context, key, v string, relevant func(graph.Event) bool, out chan liveMsg,
+	render func(context.Context) (listRender, error)) error {
 	sub := d.s.hub.SubscribeAll()
 	defer func() { sub.Close() }()
+	// The first look is fresh (the page may be newer than the shared copy);
+	// later ones share a rendering made after the event that asked for it.
+	load := render
 	send := func() error {
 		r, err := load(ctx)
 		if err != nil {
@@ -853,6 +854,7 @@ func (d *desk) feedList(ctx context.Context, v string, relevant func(graph.Event
 	if err := send(); err != nil {
 		return err
 	}
+	load = func(ctx context.Context) (listRender, error) { return d.lists.get(ctx, key, render) }
 	var fire <-chan time.Time
 	for {
 		select {

@@ -1,0 +1,382 @@
+package web
+
+import (
+	"compress/gzip"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/views"
+)
+
+// get fetches a desk URL without following redirects.
+func (e *deskEnv) get(t *testing.T, path string, header map[string]string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, e.base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	res, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer res.Body.Close()
+	var r io.Reader = res.Body
+	if res.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(res.Body)
+		if err != nil {
+			t.Fatalf("gzip: %v", err)
+		}
+		r = zr
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, res.Header, string(b)
+}
+
+// postForm posts a form as a page (or htmx, with hx) would.
+func (e *deskEnv) postForm(t *testing.T, path string, form url.Values, hx bool, origin string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, e.base+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if hx {
+		req.Header.Set("HX-Request", "true")
+	}
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	res, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, res.Header, string(b)
+}
+
+var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+func TestDeskPagesAndStatic(t *testing.T) {
+	t.Parallel()
+	e := newDeskEnv(t)
+	for _, p := range []string{"/", "/inbox", "/tasks/new", "/?status=waiting", "/inbox?kind=prd"} {
+		status, h, body := e.get(t, p, nil)
+		if status != http.StatusOK || !strings.HasPrefix(h.Get("Content-Type"), "text/html") {
+			t.Fatalf("GET %s: %d %s", p, status, h.Get("Content-Type"))
+		}
+		// Nothing from another origin, no inline script.
+		for _, m := range regexp.MustCompile(`(?:src|href)="([^"]*)"`).FindAllStringSubmatch(body, -1) {
+			if strings.Contains(m[1], "//") {
+				t.Errorf("%s links another origin: %s", p, m[1])
+			}
+		}
+		for _, m := range regexp.MustCompile(`<script[^>]*>`).FindAllString(body, -1) {
+			if !strings.Contains(m, `src="/static/`) {
+				t.Errorf("%s has an inline script: %s", p, m)
+			}
+		}
+	}
+	_, _, body := e.get(t, "/", nil)
+	css := regexp.MustCompile(`href="(/static/app\.[0-9a-f]{12}\.css)"`).FindStringSubmatch(body)
+	js := regexp.MustCompile(`src="(/static/vendor/htmx\.min\.[0-9a-f]{12}\.js)"`).FindStringSubmatch(body)
+	if css == nil || js == nil {
+		t.Fatalf("no hashed static URLs in the page")
+	}
+	status, h, _ := e.get(t, css[1], nil)
+	if status != http.StatusOK || h.Get("Cache-Control") != "public, max-age=31536000, immutable" ||
+		!strings.HasPrefix(h.Get("Content-Type"), "text/css") {
+		t.Fatalf("GET %s: %d %v", css[1], status, h)
+	}
+	if status, _, _ := e.get(t, css[1], map[string]string{"If-None-Match": h.Get("ETag")}); status != http.StatusNotModified {
+		t.Fatalf("conditional GET: %d, want 304", status)
+	}
+	status, h, text := e.get(t, js[1], map[string]string{"Accept-Encoding": "gzip"})
+	if status != http.StatusOK || h.Get("Content-Encoding") != "gzip" || !strings.Contains(text, "htmx") {
+		t.Fatalf("GET %s gzip: %d %v", js[1], status, h)
+	}
+	for _, p := range []string{"/static/app.000000000000.css", "/static/app.css", "/static/../go.mod"} {
+		if status, _, _ := e.get(t, p, nil); status != http.StatusNotFound {
+			t.Errorf("GET %s: %d, want 404", p, status)
+		}
+	}
+	status, h, body = e.get(t, "/tasks/00000000-0000-0000-0000-000000000000", nil)
+	if status != http.StatusNotFound || !strings.HasPrefix(h.Get("Content-Type"), "text/html") || !strings.Contains(body, "Not found") {
+		t.Fatalf("unknown task: %d %s", status, h.Get("Content-Type"))
+	}
+}
+
+// TestDeskDecideForm checks the decision form's answers at the HTTP level:
+// refusals keep the input and say why; a late submit gets the decision
+// that won, never an error page.
+func TestDeskDecideForm(t *testing.T) {
+	t.Parallel()
+	e := newDeskEnv(t)
+	id := e.createFeature("Decide by form")
+	itr := e.waitPending(id, "prd")
+	path := "/tasks/" + id + "/decide"
+
+	status, _, body := e.postForm(t, path, url.Values{"interrupt_id": {itr.ID}, "action": {"reject"}, "decided_by": {"Ann"},
+		"feedback": {"   "}}, true, "")
+	if status != http.StatusUnprocessableEntity || !strings.Contains(body, "a rejection needs feedback") ||
+		!strings.Contains(body, `id="interrupt"`) {
+		t.Fatalf("reject without feedback: %d %s", status, body)
+	}
+	status, _, body = e.postForm(t, path, url.Values{"interrupt_id": {itr.ID}, "action": {"reject"},
+		"feedback": {"kept <b>text</b>"}}, true, "")
+	if status != http.StatusUnprocessableEntity || !strings.Contains(body, "Enter your name") ||
+		!strings.Contains(body, "kept &lt;b&gt;text&lt;/b&gt;") {
+		t.Fatalf("decision without a name: %d %s", status, body)
+	}
+	if status, _, _ := e.postForm(t, path, url.Values{"interrupt_id": {itr.ID}, "action": {"approve"}, "decided_by": {"Ann"}},
+		true, "http://evil.example"); status != http.StatusForbidden {
+		t.Fatalf("cross-origin decision: %d, want 403", status)
+	}
+	status, h, body := e.postForm(t, path, url.Values{"interrupt_id": {itr.ID}, "action": {"approve"}, "decided_by": {"Ann"}},
+		true, e.base)
+	if status != http.StatusOK || !strings.Contains(body, "approved") || !strings.Contains(body, "Ann") {
+		t.Fatalf("approve: %d %s", status, body)
+	}
+	if !strings.Contains(h.Get("Set-Cookie"), reviewerCookie+"=Ann") {
+		t.Errorf("the reviewer's name is not remembered: %q", h.Get("Set-Cookie"))
+	}
+	status, _, body = e.postForm(t, path, url.Values{"interrupt_id": {itr.ID}, "action": {"reject"}, "decided_by": {"Bea"},
+		"feedback": {"too late"}}, true, "")
+	if status != http.StatusConflict || !strings.Contains(body, "Someone decided before you") ||
+		!regexp.MustCompile(`approved</strong> by <strong class="decided-by">Ann`).MatchString(body) {
+		t.Fatalf("late htmx submit: %d %s", status, body)
+	}
+	status, h, body = e.postForm(t, path, url.Values{"interrupt_id": {itr.ID}, "action": {"approve"}, "decided_by": {"Bea"}},
+		false, "")
+	if status != http.StatusConflict || !strings.HasPrefix(h.Get("Content-Type"), "text/html") ||
+		!strings.Contains(body, "<!doctype html>") || !strings.Contains(body, "Someone decided before you") {
+		t.Fatalf("late plain submit: %d %s", status, h.Get("Content-Type"))
+	}
+	var n int
+	if err := e.pool.QueryRow(t.Context(), `SELECT count(*) FROM decisions`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("decisions: %d (%v), want 1", n, err)
+	}
+}
+
+func TestDeskNewTaskForm(t *testing.T) {
+	t.Parallel()
+	e := newDeskEnv(t)
+	status, h, _ := e.postForm(t, "/tasks/new", url.Values{"workflow": {"feature"}, "input.description": {"Add dark mode."},
+		"gate.allowPrd": {"human"}}, false, "")
+	if status != http.StatusSeeOther || !strings.HasPrefix(h.Get("Location"), "/tasks/") {
+		t.Fatalf("create: %d %v", status, h)
+	}
+	id := strings.TrimPrefix(h.Get("Location"), "/tasks/")
+	task, err := e.store.Task(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts map[string]map[string]bool
+	if err := json.Unmarshal(task.Options, &opts); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]bool{"allowPrd": false, "allowPlan": true, "allowMerge": true}; !mapsEqual(opts["gates"], want) {
+		t.Errorf("gates %v, want %v", opts["gates"], want)
+	}
+	if task.Title != "Add dark mode." {
+		t.Errorf("title %q", task.Title)
+	}
+	status, _, body := e.postForm(t, "/tasks/new", url.Values{"workflow": {"feature"}, "input.description": {"ok"},
+		"input.name": {strings.Repeat("n", 101)}, "title": {"t"}}, false, "")
+	if status != http.StatusUnprocessableEntity || !strings.Contains(body, "Keep this under 100 characters") {
+		t.Fatalf("long name: %d", status)
+	}
+	if status, _, _ := e.postForm(t, "/tasks/new", url.Values{"workflow": {"nope"}}, false, ""); status != http.StatusNotFound {
+		t.Fatalf("unknown workflow: %d", status)
+	}
+}
+
+func mapsEqual(a, b map[string]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if bv, ok := b[k]; !ok || bv != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestLineDiff(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, a, b string
+		add, del   int
+		ops        string
+	}{
+		{"Same", "a\nb\n", "a\nb\n", 0, 0, ""},
+		{"Append", "a\nb", "a\nb\nc", 1, 0, "==+"},
+		{"Replace", "a\nb\nc", "a\nx\nc", 1, 1, "=-+="},
+		{"FromEmpty", "", "a\nb", 2, 0, "++"},
+		{"ToEmpty", "a", "", 0, 1, "-"},
+		{"Moved", "a\nb\nc\nd", "b\nc\nd\na", 1, 1, "-===+"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := lineDiff(tc.a, tc.b)
+			if d.Added != tc.add || d.Removed != tc.del {
+				t.Fatalf("+%d -%d, want +%d -%d", d.Added, d.Removed, tc.add, tc.del)
+			}
+			var ops strings.Builder
+			for _, h := range d.Hunks {
+				for _, l := range h.Lines {
+					ops.WriteString(l.Op)
+				}
+			}
+			if ops.String() != tc.ops {
+				t.Fatalf("ops %q, want %q", ops.String(), tc.ops)
+			}
+		})
+	}
+	// Context: far-apart changes make two hunks with the gap counted.
+	var a, b []string
+	for range 30 {
+		a = append(a, "line")
+		b = append(b, "line")
+	}
+	b[2], b[27] = "changed", "changed too"
+	d := lineDiff(strings.Join(a, "\n"), strings.Join(b, "\n"))
+	if len(d.Hunks) != 2 || d.Hunks[0].Skipped != 0 || d.Hunks[1].Skipped == 0 {
+		t.Fatalf("hunks: %+v", d.Hunks)
+	}
+}
+
+func TestLayoutGraph(t *testing.T) {
+	t.Parallel()
+	// A loop back (review → draft) and a conditional exit.
+	d := graph.Description{Entry: "draft",
+		Nodes: []graph.NodeInfo{{Name: "draft"}, {Name: "review"}, {Name: "publish", Gated: true}},
+		Edges: []graph.EdgeInfo{{From: "draft", To: "review"}, {From: "review", To: "draft", Condition: "revise"},
+			{From: "review", To: "publish", Condition: "ok"}, {From: "publish", To: graph.END}}}
+	g := layoutGraph(d, map[string]nodeRun{"draft": {Status: "done", Iteration: 2}, "review": {Status: "running", Iteration: 2}})
+	byName := map[string]views.GraphNode{}
+	for _, n := range g.Nodes {
+		byName[n.Name] = n
+	}
+	if byName["draft"].Y >= byName["review"].Y || byName["review"].Y >= byName["publish"].Y || byName["publish"].Y >= byName[graph.END].Y {
+		t.Fatalf("layers out of order: %+v", g.Nodes)
+	}
+	if byName["publish"].Status != "pending" || !byName["publish"].Gated || byName["draft"].Iteration != 2 {
+		t.Fatalf("node facts: %+v", byName)
+	}
+	backs := 0
+	for _, e := range g.Edges {
+		if e.Back {
+			backs++
+			if e.Label != "revise" || !e.Dashed {
+				t.Errorf("back edge %+v", e)
+			}
+		}
+	}
+	if backs != 1 {
+		t.Fatalf("%d back edges, want 1", backs)
+	}
+	for _, n := range g.Nodes {
+		if n.X < 0 || n.Y < 0 || n.X+n.W > g.Width || n.Y+n.H > g.Height {
+			t.Errorf("node %s outside the drawing %dx%d: %+v", n.Name, g.Width, g.Height, n)
+		}
+	}
+}
+
+func TestSchemaForm(t *testing.T) {
+	t.Parallel()
+	schema := json.RawMessage(`{"type":"object","required":["query","mode"],"properties":{
+		"query":{"type":"string","maxLength":4000,"title":"Query"},
+		"mode":{"type":"string","enum":["fast","deep"]},
+		"label":{"type":"string","maxLength":40},
+		"dryRun":{"type":"boolean","default":true},
+		"max_turns":{"type":"integer","minimum":1,"maximum":10},
+		"tags":{"type":"array","items":{"type":"string"}},
+		"extra":{"type":"object"}}}`)
+	props, err := schemaForm(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range props {
+		f := fieldOf(p)
+		got = append(got, p.Name+":"+f.Kind+":"+map[bool]string{true: "req", false: "opt"}[f.Required])
+	}
+	want := []string{"query:textarea:req", "mode:select:req", "label:text:opt", "dryRun:checkbox:opt",
+		"max_turns:number:opt", "tags:lines:opt", "extra:textarea:opt"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("fields\n got %v\nwant %v", got, want)
+	}
+	if f := fieldOf(props[3]); !f.Checked {
+		t.Error("boolean default not applied")
+	}
+	if f := fieldOf(props[4]); f.Min != "1" || f.Max != "10" || f.Step != "1" || f.Label != "Max turns" {
+		t.Errorf("number field %+v", f)
+	}
+	cases := []struct {
+		i       int
+		raw     string
+		want    any
+		problem bool
+	}{
+		{4, "3", int64(3), false}, {4, "3.5", nil, true}, {4, "11", nil, true}, {1, "deep", "deep", false},
+		{1, "other", nil, true}, {0, "  ", nil, true}, {6, `{"a":1}`, map[string]any{"a": float64(1)}, false},
+		{6, `{`, nil, true}, {2, strings.Repeat("x", 41), nil, true},
+	}
+	for _, c := range cases {
+		v, msg := formValue(props[c.i], fieldOf(props[c.i]).Kind, c.raw)
+		if (msg != "") != c.problem {
+			t.Errorf("%s=%q: message %q", props[c.i].Name, c.raw, msg)
+			continue
+		}
+		if !c.problem {
+			a, _ := json.Marshal(v)
+			b, _ := json.Marshal(c.want)
+			if string(a) != string(b) {
+				t.Errorf("%s=%q: %s, want %s", props[c.i].Name, c.raw, a, b)
+			}
+		}
+	}
+	if v, _ := formValue(props[5], views.FieldLines, "a\n\n b \n"); len(v.([]string)) != 2 {
+		t.Errorf("lines: %v", v)
+	}
+}
+
+func TestRenderIsSafe(t *testing.T) {
+	t.Parallel()
+	r := newRenderer()
+	md := string(r.document("text/markdown", "# Hi\n\n<script>alert(1)</script>\n\n<img src=x onerror=alert(2)>\n\n[x](javascript:alert(3)) **bold**"))
+	for _, bad := range []string{"<script", "onerror", "javascript:"} {
+		if strings.Contains(md, bad) {
+			t.Errorf("markdown output has %q: %s", bad, md)
+		}
+	}
+	if !strings.Contains(md, "<h1") || !strings.Contains(md, "<strong>bold</strong>") {
+		t.Errorf("markdown not rendered: %s", md)
+	}
+	y := string(r.document("application/yaml", "key: <script>x</script>\n"))
+	if strings.Contains(y, "<script>") || !strings.Contains(y, "&lt;script&gt;") || !strings.Contains(y, `class="nt"`) {
+		t.Errorf("yaml: %s", y)
+	}
+	j := string(r.document("application/json", `{"a":"<img>"}`))
+	if strings.Contains(j, "<img>") || !strings.Contains(j, "\n") {
+		t.Errorf("json: %s", j)
+	}
+	p := string(r.document("text/plain", "<b>x</b>"))
+	if p != `<pre class="plain">&lt;b&gt;x&lt;/b&gt;</pre>` {
+		t.Errorf("plain: %s", p)
+	}
+}
