@@ -90,7 +90,7 @@ type deskEnv struct {
 	base string
 }
 
-func newDeskEnv(t testing.TB) *deskEnv {
+func newDeskEnv(t testing.TB, extra ...graph.Workflow) *deskEnv {
 	t.Helper()
 	ctx := context.Background()
 	cs := pgtest.NewDB(t)
@@ -109,7 +109,7 @@ func newDeskEnv(t testing.TB) *deskEnv {
 		t.Fatalf("feature.New: %v", err)
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: deskLogLevel}))
-	engine, err := graph.NewEngine(store, []graph.Workflow{fw}, graph.WithLogger(log))
+	engine, err := graph.NewEngine(store, append([]graph.Workflow{fw}, extra...), graph.WithLogger(log))
 	if err != nil {
 		t.Fatalf("NewEngine: %v", err)
 	}

@@ -332,7 +332,9 @@ func (f *feeds) acquire(id string) (*taskFeed, error) {
 		return feed, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	snap, err := f.d.tasks.get(ctx, id, 0)
+	lctx, lcancel := context.WithTimeout(ctx, 10*time.Second)
+	snap, err := f.d.tasks.get(lctx, id, 0)
+	lcancel()
 	if err != nil {
 		cancel()
 		return nil, err

@@ -2,6 +2,7 @@ package web
 
 import (
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/views"
@@ -378,5 +380,91 @@ func TestRenderIsSafe(t *testing.T) {
 	p := string(r.document("text/plain", "<b>x</b>"))
 	if p != `<pre class="plain">&lt;b&gt;x&lt;/b&gt;</pre>` {
 		t.Errorf("plain: %s", p)
+	}
+}
+
+// askState is the state of a one-question workflow.
+type askState struct {
+	Answer string `json:"answer"`
+}
+
+func askWorkflow(t *testing.T) graph.Workflow {
+	t.Helper()
+	g, err := graph.New[askState]("ask").
+		Node("ask", func(_ context.Context, run *graph.NodeRun, s askState) (askState, error) {
+			a, err := run.Ask(graph.Question{Title: "Budget", Text: "What is the <b>budget</b>?"})
+			if err != nil {
+				return s, err
+			}
+			s.Answer = a.Text
+			return s, nil
+		}).
+		Edge("ask", graph.END).
+		Init(func(json.RawMessage, graph.Options) (askState, error) { return askState{}, nil }).
+		Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// TestDeskRespondAndEdit: a question answered from its form shows up as a
+// thread; an edit is checked by the workflow before it is accepted.
+func TestDeskRespondAndEdit(t *testing.T) {
+	t.Parallel()
+	e := newDeskEnv(t, askWorkflow(t))
+	task, err := e.engine.Create(t.Context(), graph.NewTask{Workflow: "ask", Title: "Ask me", CreatedBy: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.run.Wake()
+	itr := e.waitPending(task.ID, "question")
+	_, _, page := e.get(t, "/tasks/"+task.ID, nil)
+	for _, want := range []string{"What is the &lt;b&gt;budget&lt;/b&gt;?", `name="action" value="respond"`, `<textarea id="answer" name="value"`} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("question page misses %q", want)
+		}
+	}
+	path := "/tasks/" + task.ID + "/decide"
+	if status, _, body := e.postForm(t, path, url.Values{"interrupt_id": {itr.ID}, "action": {"respond"}, "decided_by": {"Ann"}},
+		true, ""); status != http.StatusUnprocessableEntity || !strings.Contains(body, "Write an answer") {
+		t.Fatalf("empty answer: %d %s", status, body)
+	}
+	if status, _, body := e.postForm(t, path, url.Values{"interrupt_id": {itr.ID}, "action": {"respond"}, "decided_by": {"Ann"},
+		"value": {"Ten thousand"}}, true, ""); status != http.StatusOK || !strings.Contains(body, "answered") {
+		t.Fatalf("answer: %d %s", status, body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tk, err := e.store.Task(t.Context(), task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tk.Status == graph.StatusSucceeded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s after the answer", tk.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, _, page = e.get(t, "/tasks/"+task.ID, nil)
+	if !regexp.MustCompile(`(?s)class="thread".*budget.*Ten thousand`).MatchString(page) {
+		t.Fatalf("no question-and-answer thread on the page")
+	}
+
+	// Edit: the PRD editor's content is checked by the workflow.
+	id := e.createFeature("Edit me")
+	prd := e.waitPending(id, "prd")
+	path = "/tasks/" + id + "/decide"
+	status, _, body := e.postForm(t, path, url.Values{"interrupt_id": {prd.ID}, "action": {"edit"}, "decided_by": {"Ann"},
+		"value": {"name: [broken"}}, true, "")
+	if status != http.StatusUnprocessableEntity || !strings.Contains(body, "name: [broken") || !strings.Contains(body, "does not parse") {
+		t.Fatalf("bad edit: %d %s", status, body)
+	}
+	edited := prd.Payload.Artifact.Content + "\n# edited by Ann\n"
+	if status, _, body := e.postForm(t, path, url.Values{"interrupt_id": {prd.ID}, "action": {"edit"}, "decided_by": {"Ann"},
+		"value": {edited}}, true, ""); status != http.StatusOK || !strings.Contains(body, "approved with edits") {
+		t.Fatalf("edit: %d %s", status, body)
 	}
 }
