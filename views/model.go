@@ -139,6 +139,8 @@ type NewTask struct {
 	Fields    []Field
 	Gates     []GateSwitch
 	FormError string
+	// Multipart is set when a field uploads files.
+	Multipart bool
 }
 
 // WorkflowChoice is a workflow in the picker.
@@ -156,6 +158,7 @@ const (
 	FieldSelect   = "select"
 	FieldNumber   = "number"
 	FieldLines    = "lines" // an array of strings, one per line
+	FieldFiles    = "files" // an array of {name, content}: uploaded text files
 )
 
 // Field is one input generated from the workflow's input schema.

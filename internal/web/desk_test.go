@@ -1,10 +1,12 @@
 package web
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -466,5 +468,71 @@ func TestDeskRespondAndEdit(t *testing.T) {
 	if status, _, body := e.postForm(t, path, url.Values{"interrupt_id": {prd.ID}, "action": {"edit"}, "decided_by": {"Ann"},
 		"value": {edited}}, true, ""); status != http.StatusOK || !strings.Contains(body, "approved with edits") {
 		t.Fatalf("edit: %d %s", status, body)
+	}
+}
+
+// TestDeskNewTaskFiles: a schema's array of {name, content} is a file
+// upload; the files become the input.
+func TestDeskNewTaskFiles(t *testing.T) {
+	t.Parallel()
+	g, err := graph.New[map[string]any]("files").
+		Node("read", func(_ context.Context, _ *graph.NodeRun, s map[string]any) (map[string]any, error) { return s, nil }).
+		Edge("read", graph.END).
+		Init(func(in json.RawMessage, _ graph.Options) (map[string]any, error) {
+			var m map[string]any
+			return m, json.Unmarshal(in, &m)
+		}).
+		InputSchema(json.RawMessage(`{"type":"object","required":["query"],"properties":{
+			"query":{"type":"string","maxLength":1000},
+			"files":{"type":"array","maxItems":2,"items":{"type":"object","properties":{
+				"name":{"type":"string"},"content":{"type":"string","maxLength":1024}}}}}}`)).
+		Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newDeskEnv(t, g)
+	_, _, page := e.get(t, "/tasks/new?workflow=files", nil)
+	if !strings.Contains(page, `enctype="multipart/form-data"`) || !strings.Contains(page, `type="file" multiple`) {
+		t.Fatal("no file upload in the form")
+	}
+	post := func(files map[string]string) (int, http.Header, string) {
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		_ = mw.WriteField("workflow", "files")
+		_ = mw.WriteField("input.query", "Read these")
+		for name, content := range files {
+			w, _ := mw.CreateFormFile("input.files", name)
+			_, _ = io.WriteString(w, content)
+		}
+		_ = mw.Close()
+		req, _ := http.NewRequest(http.MethodPost, e.base+"/tasks/new", &buf)
+		req.Header.Set("Content-Type", mw.FormDataContentType())
+		res, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, res.Header, string(b)
+	}
+	status, _, body := post(map[string]string{"big.txt": strings.Repeat("x", 2000)})
+	if status != http.StatusUnprocessableEntity || !strings.Contains(body, "big.txt is larger than 1 KiB") ||
+		!strings.Contains(body, "attach them again") || !strings.Contains(body, "Read these") {
+		t.Fatalf("big file: %d", status)
+	}
+	status, h, _ := post(map[string]string{"notes.md": "# Notes\nhello"})
+	if status != http.StatusSeeOther {
+		t.Fatalf("upload: %d", status)
+	}
+	task, err := e.store.Task(t.Context(), strings.TrimPrefix(h.Get("Location"), "/tasks/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in struct {
+		Files []map[string]string `json:"files"`
+	}
+	if err := json.Unmarshal(task.Input, &in); err != nil || len(in.Files) != 1 || in.Files[0]["name"] != "notes.md" ||
+		in.Files[0]["content"] != "# Notes\nhello" {
+		t.Fatalf("input %s (%v)", task.Input, err)
 	}
 }

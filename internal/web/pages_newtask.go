@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"unicode"
@@ -18,22 +20,38 @@ import (
 	"github.com/gatehousehq/gatehouse/views"
 )
 
+// maxUpload bounds a new-task form with its files.
+const maxUpload = 4 << 20
+
 // shortText is the longest maxLength a one-line input gets; longer strings
 // get a text area.
 const shortText = 200
 
 // schemaProp is the part of a JSON Schema property the form understands.
 type schemaProp struct {
-	Type        json.RawMessage `json:"type"`
-	Title       string          `json:"title"`
-	Description string          `json:"description"`
-	Enum        []any           `json:"enum"`
-	Default     any             `json:"default"`
-	MaxLength   int             `json:"maxLength"`
-	MinLength   int             `json:"minLength"`
-	Minimum     *float64        `json:"minimum"`
-	Maximum     *float64        `json:"maximum"`
-	Items       *schemaProp     `json:"items"`
+	Type        json.RawMessage       `json:"type"`
+	Title       string                `json:"title"`
+	Description string                `json:"description"`
+	Enum        []any                 `json:"enum"`
+	Default     any                   `json:"default"`
+	MaxLength   int                   `json:"maxLength"`
+	MinLength   int                   `json:"minLength"`
+	Minimum     *float64              `json:"minimum"`
+	Maximum     *float64              `json:"maximum"`
+	Items       *schemaProp           `json:"items"`
+	Properties  map[string]schemaProp `json:"properties"`
+	MaxItems    int                   `json:"maxItems"`
+}
+
+// fileObject reports an object of a file's name and text content: the
+// form uploads those.
+func (p schemaProp) fileObject() bool {
+	if p.typ() != "object" {
+		return false
+	}
+	n, okN := p.Properties["name"]
+	c, okC := p.Properties["content"]
+	return okN && okC && n.typ() == "string" && c.typ() == "string"
 }
 
 // typ is the property's type; for a list of types, the first that is not null.
@@ -147,6 +165,8 @@ func fieldOf(p formProp) views.Field {
 		if p.Prop.Maximum != nil {
 			f.Max = strconv.FormatFloat(*p.Prop.Maximum, 'f', -1, 64)
 		}
+	case t == "array" && p.Prop.Items != nil && p.Prop.Items.fileObject():
+		f.Kind = views.FieldFiles
 	case t == "array" && p.Prop.Items != nil && p.Prop.Items.typ() == "string":
 		f.Kind = views.FieldLines
 		f.Help = strings.TrimSpace(f.Help + " One per line.")
@@ -216,7 +236,9 @@ func (d *desk) newTaskModel(c echo.Context, name string) (views.NewTask, graph.D
 		return m, desc, nil, err
 	}
 	for _, p := range props {
-		m.Fields = append(m.Fields, fieldOf(p))
+		f := fieldOf(p)
+		m.Fields = append(m.Fields, f)
+		m.Multipart = m.Multipart || f.Kind == views.FieldFiles
 	}
 	seen := map[string]bool{}
 	for _, g := range desc.Gates {
@@ -242,10 +264,23 @@ func (d *desk) newTaskForm(c echo.Context) error {
 // its page; on bad input the form comes back with the errors next to their
 // fields and everything typed kept (422).
 func (d *desk) createTaskForm(c echo.Context) error {
-	if err := c.Request().ParseForm(); err != nil {
+	r := c.Request()
+	r.Body = http.MaxBytesReader(c.Response(), r.Body, maxUpload)
+	var err error
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
+		err = r.ParseMultipartForm(maxUpload)
+	} else {
+		err = r.ParseForm()
+	}
+	if err != nil {
+		var maxErr *http.MaxBytesError
+		if errors.As(err, &maxErr) {
+			return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
+				Message: fmt.Sprintf("The form is larger than %d MiB; attach smaller files.", maxUpload>>20)}
+		}
 		return badRequest("", "the form could not be read")
 	}
-	form := c.Request().PostForm
+	form := r.PostForm
 	m, desc, props, err := d.newTaskModel(c, strings.TrimSpace(form.Get("workflow")))
 	if err != nil {
 		return err
@@ -259,6 +294,18 @@ func (d *desk) createTaskForm(c echo.Context) error {
 		if f.Kind == views.FieldCheckbox {
 			f.Checked = raw != ""
 			input[p.Name] = f.Checked
+			continue
+		}
+		if f.Kind == views.FieldFiles {
+			files, msg := uploadedFiles(r, f.Name, p)
+			switch {
+			case msg != "":
+				f.Error, failed = msg, true
+			case len(files) > 0:
+				input[p.Name] = files
+			case p.Required:
+				f.Error, failed = "Attach at least one file.", true
+			}
 			continue
 		}
 		f.Value = raw
@@ -283,6 +330,9 @@ func (d *desk) createTaskForm(c echo.Context) error {
 	}
 	if failed {
 		m.FormError = "Some fields need attention."
+		if r.MultipartForm != nil && len(r.MultipartForm.File) > 0 {
+			m.FormError += " Browsers do not keep chosen files: attach them again."
+		}
 		return d.write(c, http.StatusUnprocessableEntity, views.NewTaskView(m))
 	}
 	rawInput, err := json.Marshal(input)
@@ -401,4 +451,39 @@ func sentence(s string) string {
 		s += "."
 	}
 	return s
+}
+
+// uploadedFiles reads the text files of a file field as {name, content}
+// objects, within the item schema's limits.
+func uploadedFiles(r *http.Request, field string, p formProp) ([]map[string]string, string) {
+	if r.MultipartForm == nil {
+		return nil, ""
+	}
+	var out []map[string]string
+	for _, fh := range r.MultipartForm.File[field] {
+		if fh.Filename == "" {
+			continue
+		}
+		if p.Prop.MaxItems > 0 && len(out) >= p.Prop.MaxItems {
+			return nil, fmt.Sprintf("Attach at most %d files.", p.Prop.MaxItems)
+		}
+		limit := int64(p.Prop.Items.Properties["content"].MaxLength)
+		if limit > 0 && fh.Size > limit {
+			return nil, fmt.Sprintf("%s is larger than %d KiB.", fh.Filename, limit>>10)
+		}
+		f, err := fh.Open()
+		if err != nil {
+			return nil, "A file could not be read; attach it again."
+		}
+		b, err := io.ReadAll(f)
+		_ = f.Close()
+		if err != nil {
+			return nil, "A file could not be read; attach it again."
+		}
+		if !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
+			return nil, fmt.Sprintf("%s is not a text file.", fh.Filename)
+		}
+		out = append(out, map[string]string{"name": filepath.Base(fh.Filename), "content": string(b)})
+	}
+	return out, ""
 }
