@@ -19,7 +19,7 @@ const (
 	gLane      = 14
 	gCharW     = 7
 	gMinNodeW  = 150
-	gMaxNodeW  = 260
+	gMaxNodeW  = 280
 	startName  = "__start__"
 	layoutEdge = 0
 )
@@ -167,7 +167,7 @@ func layoutGraph(d graph.Description, runs map[string]nodeRun) views.Graph {
 	// Sizes: one width for every node box, from the longest label.
 	nodeW := gMinNodeW
 	for _, n := range d.Nodes {
-		nodeW = max(nodeW, len(n.Name)*gCharW+70)
+		nodeW = max(nodeW, len(n.Name)*gCharW+100)
 	}
 	nodeW = min(nodeW, gMaxNodeW)
 	size := func(v int) (int, int) {
@@ -245,7 +245,7 @@ func layoutGraph(d graph.Description, runs map[string]nodeRun) views.Graph {
 			}
 			ge.Path = fmt.Sprintf("M%d,%d H%d Q%d,%d %d,%d V%d Q%d,%d %d,%d H%d",
 				x1, y1, lane-8, lane, y1, lane, y1+8*dir, y2-8*dir, lane, y2, lane-8, y2, x2+2)
-			ge.LX, ge.LY = lane+4, (y1+y2)/2
+			ge.LX, ge.LY = lane, (y1+y2)/2 // moved right of every lane below
 		} else {
 			x1, y1 := x[f]+fw/2, y[f]+fh
 			x2, y2 := x[t]+tw/2, y[t]-2
@@ -259,10 +259,16 @@ func layoutGraph(d graph.Description, runs map[string]nodeRun) views.Graph {
 		}
 		g.Edges = append(g.Edges, ge)
 	}
+	// Labels of lane edges go right of the outermost lane, clear of them all.
 	labelRoom := 0
-	for _, e := range g.Edges {
-		if e.Label != "" && (e.Back || e.LX > right) {
-			labelRoom = max(labelRoom, len(e.Label)*6+8)
+	for i := range g.Edges {
+		e := &g.Edges[i]
+		if e.LX > right {
+			e.LX = right + gLane*lanes + 4
+			e.LY += 4
+			if e.Label != "" {
+				labelRoom = max(labelRoom, len(e.Label)*6+8)
+			}
 		}
 	}
 	g.Width = right + gLane*lanes + gPad + labelRoom
