@@ -536,3 +536,29 @@ func TestDeskNewTaskFiles(t *testing.T) {
 		t.Fatalf("input %s (%v)", task.Input, err)
 	}
 }
+
+// TestDeskCancel: the cancel button ends the task and withdraws its
+// decision; cancelling again says why it cannot, as a page.
+func TestDeskCancel(t *testing.T) {
+	t.Parallel()
+	e := newDeskEnv(t)
+	id := e.createFeature("Cancel me")
+	e.waitPending(id, "prd")
+	if status, h, _ := e.postForm(t, "/tasks/"+id+"/cancel", url.Values{}, false, ""); status != http.StatusSeeOther ||
+		h.Get("Location") != "/tasks/"+id {
+		t.Fatalf("cancel: %d %v", status, h)
+	}
+	task, err := e.store.Task(t.Context(), id)
+	if err != nil || task.Status != graph.StatusCancelled {
+		t.Fatalf("task after cancel: %+v %v", task, err)
+	}
+	_, _, page := e.get(t, "/tasks/"+id, nil)
+	if !strings.Contains(page, `data-task-status="cancelled"`) || strings.Contains(page, `article class="card pending"`) ||
+		strings.Contains(page, "Cancel task") {
+		t.Fatal("cancelled task page still offers a decision or a cancel")
+	}
+	status, h, body := e.postForm(t, "/tasks/"+id+"/cancel", url.Values{}, true, "")
+	if status != http.StatusConflict || !strings.HasPrefix(h.Get("Content-Type"), "text/html") || !strings.Contains(body, "cancelled") {
+		t.Fatalf("second cancel: %d %s", status, h.Get("Content-Type"))
+	}
+}
