@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -205,5 +204,3 @@ func startedBy(r *http.Request) string {
 	}
 	return "desk"
 }
-
-func (d *desk) logger() *slog.Logger { return d.s.log }

@@ -240,20 +240,16 @@ func (d *desk) inbox(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// The navigation counts every pending interrupt, whatever the filter.
 	page := views.Page{Title: "Inbox", Nav: "inbox", InboxCount: body.Total, Assets: d.assets}
 	if q.Kind != "" {
-		page.InboxCount = -1 // filtered: the nav shows the total below
+		if page.InboxCount, err = d.pendingCount(c.Request().Context()); err != nil {
+			return err
+		}
 	}
 	live := "/live/inbox"
 	if qs := q.values().Encode(); qs != "" {
 		live += "?" + qs
-	}
-	if page.InboxCount < 0 {
-		n, err := d.pendingCount(c.Request().Context())
-		if err != nil {
-			return err
-		}
-		page.InboxCount = n
 	}
 	return d.write(c, http.StatusOK, views.InboxView(views.Inbox{Page: page, Body: body, LiveBase: live}))
 }
