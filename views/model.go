@@ -329,6 +329,9 @@ type ArtifactDoc struct {
 	ViewURL     string // the plain view of Version
 	DiffURL     string // the diff from the previous version
 	Endpoint    string // the fragment endpoint of the compare form
+	// ShownAbove: this version is the one under decision, shown with the
+	// form; the viewer says so instead of showing it twice.
+	ShownAbove bool
 }
 
 // Diff is a line diff.

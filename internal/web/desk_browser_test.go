@@ -66,6 +66,17 @@ func TestDeskFeatureWalk(t *testing.T) {
 	b.liveOpen()
 	eval[bool](b, `(window.__samePage = true)`)
 
+	// A rejection without feedback never leaves the browser.
+	b.click(pendingSel("prd") + ` button[name=action][value=reject]`)
+	time.Sleep(300 * time.Millisecond)
+	if !eval[bool](b, `document.querySelector(`+jsq(pendingSel("prd")+` textarea[name=feedback]`)+`).validity.valueMissing`) {
+		t.Fatal("the feedback field is not required for a rejection")
+	}
+	var n int
+	if err := env.pool.QueryRow(t.Context(), `SELECT count(*) FROM decisions`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("decisions after an empty rejection: %d (%v)", n, err)
+	}
+
 	const feedback = "Add an acceptance criterion for exports over 10,000 rows."
 	b.decide("prd", "reject", "Ada", feedback)
 	b.waitJS(`document.querySelector('[data-node=requirements][data-status=running][data-iteration="2"]')`, 15*time.Second)

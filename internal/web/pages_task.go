@@ -331,10 +331,15 @@ func (d *desk) artifactsView(td *taskData, sel artifactSel) views.ArtifactsView 
 			from = &vs[i]
 		}
 	}
-	if from != nil {
+	underDecision := sel.Version == 0 && sel.From == 0 && td.pending != nil && td.pending.Payload.Artifact != nil &&
+		td.pending.Payload.Artifact.Name == cur.Name && td.pending.Payload.Artifact.Content == cur.Content
+	switch {
+	case from != nil:
 		doc.From = from.Version
 		doc.Diff = lineDiff(from.Content, cur.Content)
-	} else {
+	case underDecision:
+		doc.ShownAbove = true
+	default:
 		doc.Rendered = d.render.document(cur.ContentType, cur.Content)
 	}
 	av.View = doc
