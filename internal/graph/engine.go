@@ -184,6 +184,9 @@ type DecisionInput struct {
 	Feedback    string
 	Value       json.RawMessage
 	DecidedBy   string
+	// Approvers, when an interrupt needed several, names them all (the
+	// decision.recorded event carries them as "approvers").
+	Approvers []string
 }
 
 // Decide records a decision on a pending interrupt of the task; the task
@@ -247,8 +250,12 @@ func (e *Engine) Decide(ctx context.Context, taskID string, in DecisionInput) (*
 	}
 	d := &Decision{InterruptID: itr.ID, TaskID: taskID, Action: in.Action, Feedback: in.Feedback,
 		Value: in.Value, DecidedBy: in.DecidedBy}
-	ev := newEvent(taskID, EventDecisionRecorded, itr.Node, itr.Iteration, e.now(), nil, map[string]any{
-		"interrupt_id": itr.ID, "kind": itr.Kind, "action": in.Action, "feedback": in.Feedback, "decided_by": in.DecidedBy})
+	data := map[string]any{
+		"interrupt_id": itr.ID, "kind": itr.Kind, "action": in.Action, "feedback": in.Feedback, "decided_by": in.DecidedBy}
+	if len(in.Approvers) > 0 {
+		data["approvers"] = in.Approvers
+	}
+	ev := newEvent(taskID, EventDecisionRecorded, itr.Node, itr.Iteration, e.now(), nil, data)
 	if err := e.cp.Decide(ctx, d, &ev); err != nil {
 		return nil, err
 	}

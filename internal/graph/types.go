@@ -51,6 +51,9 @@ const (
 	EventTaskFailed       = "task.failed"
 	EventTaskCancelled    = "task.cancelled"
 	EventTaskRetried      = "task.retried"
+	// EventApprovalRecorded is one approval of an interrupt whose kind
+	// needs several distinct approvers, short of (or completing) the number.
+	EventApprovalRecorded = "approval.recorded"
 	EventArtifactCreated  = "artifact.created"
 )
 

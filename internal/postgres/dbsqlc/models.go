@@ -11,6 +11,24 @@ import (
 	"github.com/google/uuid"
 )
 
+type ApiToken struct {
+	ID         uuid.UUID
+	Name       string
+	TokenHash  []byte
+	Role       string
+	CreatedBy  string
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+	RevokedAt  *time.Time
+}
+
+type Approval struct {
+	InterruptID uuid.UUID
+	TaskID      uuid.UUID
+	Approver    string
+	ApprovedAt  time.Time
+}
+
 type Artifact struct {
 	TaskID      uuid.UUID
 	Name        string
@@ -20,6 +38,15 @@ type Artifact struct {
 	ContentType string
 	Content     string
 	CreatedAt   time.Time
+}
+
+type AuditEvent struct {
+	ID      int64
+	At      time.Time
+	Actor   string
+	Kind    string
+	Subject string
+	Data    json.RawMessage
 }
 
 type CheckpointHistory struct {
@@ -58,6 +85,27 @@ type Interrupt struct {
 	ResolvedAt *time.Time
 }
 
+type LoginAttempt struct {
+	ID       int64
+	Username string
+	Addr     string
+	Ok       bool
+	At       time.Time
+}
+
+type Session struct {
+	ID         uuid.UUID
+	TokenHash  []byte
+	UserID     uuid.UUID
+	CsrfSecret []byte
+	UserAgent  string
+	Addr       string
+	CreatedAt  time.Time
+	LastSeenAt time.Time
+	ExpiresAt  time.Time
+	RevokedAt  *time.Time
+}
+
 type Task struct {
 	ID             uuid.UUID
 	Workflow       string
@@ -89,6 +137,17 @@ type TaskEvent struct {
 	DurationMs *int64
 	Data       json.RawMessage
 	CreatedAt  time.Time
+}
+
+type User struct {
+	ID           uuid.UUID
+	Username     string
+	PasswordHash string
+	Role         string
+	Kinds        []string
+	Disabled     bool
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
 }
 
 type WorkflowCheckpoint struct {

@@ -1,0 +1,207 @@
+package auth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+)
+
+// DecisionEngine records decisions (graph.Engine).
+type DecisionEngine interface {
+	Decide(ctx context.Context, taskID string, in graph.DecisionInput) (*graph.Decision, error)
+}
+
+// DecisionStore is what the Decider reads and writes besides the engine.
+type DecisionStore interface {
+	Task(ctx context.Context, taskID string) (*graph.Task, error)
+	// Interrupt errors: graph.ErrInterruptNotFound.
+	Interrupt(ctx context.Context, id string) (*graph.Interrupt, error)
+	// RecordApproval adds approver's approval to a pending interrupt of
+	// taskID (serialised per interrupt) and appends an approval.recorded
+	// event saying how many of required it has. It returns every approver
+	// so far, in order, and whether this call added one (false: approver
+	// had approved already). Errors: graph.ErrInterruptNotFound,
+	// *graph.ConflictError when the interrupt is not pending.
+	RecordApproval(ctx context.Context, interruptID, taskID, approver string, required int) (approvers []string, added bool, err error)
+	// Approvals lists the approvers of an interrupt so far.
+	Approvals(ctx context.Context, interruptID string) ([]string, error)
+	AddAudit(ctx context.Context, e AuditEvent) error
+}
+
+// Decider records decisions on behalf of principals, enforcing who may
+// decide: the approver role, an approver's kinds, separation of duties
+// (the task's creator may not approve its own interrupt of some kinds), and
+// kinds that need several distinct approvers before the approval counts.
+// It is the one way decisions enter from people: the API, the desk.
+type Decider struct {
+	engine DecisionEngine
+	store  DecisionStore
+	policy Policy
+	log    *slog.Logger
+}
+
+// NewDecider returns a Decider.
+func NewDecider(engine DecisionEngine, store DecisionStore, policy Policy, log *slog.Logger) *Decider {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Decider{engine: engine, store: store, policy: policy, log: log}
+}
+
+// Policy returns the decider's approval policy.
+func (d *Decider) Policy() Policy { return d.policy }
+
+// Outcome is what a decision request did: recorded the decision, or
+// recorded one approval of several needed (Decision nil).
+type Outcome struct {
+	Decision  *graph.Decision
+	Kind      string
+	Approvers []string
+	Required  int
+}
+
+// Pending reports an approval that did not yet decide the interrupt.
+func (o Outcome) Pending() bool { return o.Decision == nil }
+
+// Progress says how many approvals the interrupt has: "1 of 2 approvals".
+func (o Outcome) Progress() string { return Progress(len(o.Approvers), o.Required) }
+
+// Progress is "n of m approvals".
+func Progress(n, required int) string {
+	return fmt.Sprintf("%d of %d approvals", n, required)
+}
+
+// MayDecide says whether p may decide itr of task, before any decision is
+// tried: nil, or a *ForbiddenError with the reason. The desk uses it to
+// offer the form only to those it would accept.
+func (d *Decider) MayDecide(p Principal, task *graph.Task, itr *graph.Interrupt) error {
+	switch {
+	case !p.Can(RoleApprover):
+		return forbidden("deciding interrupts needs the approver role; %s is a %s", p.Name, orNone(string(p.Role)))
+	case !p.MayDecide(itr.Kind):
+		return forbidden("%s may decide only %s interrupts, not %s", p.Name, strings.Join(p.Kinds, ", "), itr.Kind)
+	}
+	return nil
+}
+
+// MayApprove says whether p may approve (or edit) itr of task: nil or a
+// *ForbiddenError. Rejecting stays open to anyone who may decide.
+func (d *Decider) MayApprove(p Principal, task *graph.Task, itr *graph.Interrupt, approvers []string) error {
+	if err := d.MayDecide(p, task, itr); err != nil {
+		return err
+	}
+	if d.policy.SeparateDuties(itr.Kind) && task.CreatedBy == p.Name {
+		return forbidden("separation of duties: %s started this task and may not approve its own %s; another approver must",
+			p.Name, itr.Kind)
+	}
+	if n := d.policy.Required(itr.Kind); n > 1 && slices.Contains(approvers, p.Name) {
+		return forbidden("%s has already approved this %s (%s); a different approver must give the next",
+			p.Name, itr.Kind, Progress(len(approvers), n))
+	}
+	return nil
+}
+
+// Decide records p's decision on an interrupt of taskID. Who may decide
+// is checked before anything about the decision itself. On a kind that
+// needs several approvers, an approve is one approval: below the number
+// the interrupt stays pending (Outcome.Pending) and the same approver
+// cannot approve twice; at the number the approve decision is recorded,
+// naming every approver. A rejection (or an answer) resolves it at once.
+// Refusals are *ForbiddenError, recorded in the audit trail. Other errors
+// are the engine's (*graph.ValidationError, graph.ErrInterruptNotFound,
+// *graph.ConflictError).
+func (d *Decider) Decide(ctx context.Context, p Principal, taskID string, in graph.DecisionInput) (Outcome, error) {
+	in.DecidedBy = p.Name
+	in.InterruptID = strings.TrimSpace(in.InterruptID)
+	in.Action = strings.TrimSpace(in.Action)
+	if !p.Can(RoleApprover) {
+		// Before anything about the interrupt: a viewer learns nothing.
+		return Outcome{}, d.refuse(ctx, p, taskID, in, "", d.MayDecide(p, nil, &graph.Interrupt{}))
+	}
+	switch {
+	case in.InterruptID == "":
+		return Outcome{}, &graph.ValidationError{Field: "interrupt_id", Message: "is required"}
+	case !graph.ValidID(in.InterruptID):
+		return Outcome{}, &graph.ValidationError{Field: "interrupt_id", Message: "is not a uuid"}
+	}
+	itr, err := d.store.Interrupt(ctx, in.InterruptID)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if itr.TaskID != taskID {
+		return Outcome{}, &graph.WrongTaskError{InterruptID: in.InterruptID, TaskID: taskID}
+	}
+	task, err := d.store.Task(ctx, taskID)
+	if err != nil {
+		return Outcome{}, err
+	}
+	out := Outcome{Kind: itr.Kind, Required: d.policy.Required(itr.Kind)}
+	if err := d.MayDecide(p, task, itr); err != nil {
+		return out, d.refuse(ctx, p, taskID, in, itr.Kind, err)
+	}
+	approving := in.Action == graph.ActionApprove || in.Action == graph.ActionEdit
+	if approving {
+		if err := d.MayApprove(p, task, itr, nil); err != nil {
+			return out, d.refuse(ctx, p, taskID, in, itr.Kind, err)
+		}
+	}
+	if out.Required > 1 && in.Action == graph.ActionEdit {
+		return out, d.refuse(ctx, p, taskID, in, itr.Kind, forbidden(
+			"%s needs %d distinct approvers: an edit would approve alone; approve as it is, or reject with feedback",
+			itr.Kind, out.Required))
+	}
+	if out.Required > 1 && in.Action == graph.ActionApprove {
+		if itr.Status != graph.InterruptPending {
+			return out, &graph.ConflictError{InterruptID: itr.ID, Status: itr.Status}
+		}
+		if !slices.Contains(itr.Payload.Actions, in.Action) {
+			return out, &graph.ValidationError{Field: "action", Message: fmt.Sprintf(
+				"%q is not offered by this interrupt (offered: %s)", in.Action, strings.Join(itr.Payload.Actions, ", "))}
+		}
+		approvers, added, err := d.store.RecordApproval(ctx, itr.ID, taskID, p.Name, out.Required)
+		if err != nil {
+			return out, err
+		}
+		out.Approvers = approvers
+		if !added && len(approvers) < out.Required {
+			return out, d.refuse(ctx, p, taskID, in, itr.Kind, forbidden(
+				"%s has already approved this %s (%s); a different approver must give the next",
+				p.Name, itr.Kind, out.Progress()))
+		}
+		if len(approvers) < out.Required {
+			return out, nil
+		}
+		// Enough distinct approvers (or a retry of the last one after a
+		// failure between its approval and the decision): decide.
+		in.Approvers = approvers
+	}
+	dec, err := d.engine.Decide(ctx, taskID, in)
+	if err != nil {
+		return out, err
+	}
+	out.Decision = dec
+	if len(out.Approvers) == 0 && in.Action == graph.ActionApprove {
+		out.Approvers = []string{p.Name}
+	}
+	return out, nil
+}
+
+// refuse records a refused decision in the audit trail and returns err.
+func (d *Decider) refuse(ctx context.Context, p Principal, taskID string, in graph.DecisionInput, kind string, err error) error {
+	var fe *ForbiddenError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	data, _ := json.Marshal(map[string]string{"task_id": taskID, "interrupt_id": in.InterruptID, "kind": kind,
+		"action": in.Action, "reason": fe.Reason})
+	if aerr := d.store.AddAudit(ctx, AuditEvent{Actor: p.Name, Kind: AuditDecisionRefused, Subject: taskID, Data: data}); aerr != nil {
+		d.log.Error("audit event lost", "kind", AuditDecisionRefused, "actor", p.Name, "error", aerr)
+	}
+	return err
+}
