@@ -212,6 +212,11 @@ func TestDeskFeedbackIsText(t *testing.T) {
 	b.do(chromedp.Reload())
 	b.waitJS(`document.querySelector(`+jsq(pendingSel("prd"))+`)`, 10*time.Second)
 	noPwn("task page, reloaded")
+	for _, sel := range []string{"#state-body", "#timeline .ev-detail", pendingSel("prd") + " .changes", "#decisions"} {
+		if got := b.texts(sel); !strings.Contains(got, "<script>window.__pwned=1</script>") {
+			t.Errorf("%s (reloaded) does not show the feedback as text", sel)
+		}
+	}
 	if got := b.text("h1"); !strings.Contains(got, `<img src=x onerror="window.__pwned=3">`) {
 		t.Errorf("title not shown as text: %q", got)
 	}

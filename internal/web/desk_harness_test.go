@@ -372,6 +372,12 @@ func (b *tab) text(css string) string {
 	return eval[string](b, `(function(){var e=document.querySelector(`+string(q)+`);return e?e.textContent:""})()`)
 }
 
+// texts is the text of every element matching a CSS selector.
+func (b *tab) texts(css string) string {
+	b.t.Helper()
+	return eval[string](b, `[].map.call(document.querySelectorAll(`+jsq(css)+`),function(e){return e.textContent}).join("\n")`)
+}
+
 // screenshot saves the whole page as a PNG in the test's artifact directory.
 func (b *tab) screenshot(stage string) {
 	b.t.Helper()
