@@ -62,21 +62,6 @@ func plural(n int, one, many string) string {
 	return strconv.Itoa(n) + " " + many
 }
 
-// verbed is an action in the past tense.
-func actionLabel(a string) string {
-	switch a {
-	case "approve":
-		return "Approve"
-	case "reject":
-		return "Reject"
-	case "edit":
-		return "Edit"
-	case "respond":
-		return "Answer"
-	}
-	return a
-}
-
 func nodeLabel(s string) string { return strings.ReplaceAll(s, "_", " ") }
 
 func diffClass(op string) string {
@@ -95,8 +80,6 @@ func lineNo(n int) string {
 	}
 	return strconv.Itoa(n)
 }
-
-func pct(n int) string { return strconv.Itoa(n) + "%" }
 
 func nodeDesc(d string) string {
 	if d == "" {

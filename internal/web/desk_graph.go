@@ -10,18 +10,17 @@ import (
 
 // Graph geometry, in SVG user units.
 const (
-	gNodeH     = 36
-	gTermH     = 24
-	gTermW     = 64
-	gGapY      = 22
-	gGapX      = 18
-	gPad       = 12
-	gLane      = 14
-	gCharW     = 7
-	gMinNodeW  = 150
-	gMaxNodeW  = 280
-	startName  = "__start__"
-	layoutEdge = 0
+	gNodeH    = 36
+	gTermH    = 24
+	gTermW    = 64
+	gGapY     = 22
+	gGapX     = 18
+	gPad      = 12
+	gLane     = 14
+	gCharW    = 7
+	gMinNodeW = 150
+	gMaxNodeW = 280
+	startName = "__start__"
 )
 
 // nodeRun is what the page knows of a node: its status and runs so far.

@@ -29,8 +29,6 @@ import (
 const (
 	// liveOut is how many rendered messages wait for a socket.
 	liveOut = 8
-	// liveEvents is how many events wait to be rendered for a socket.
-	liveEvents = 64
 	// liveBatch bounds the events rendered into one message.
 	liveBatch = 200
 	// listThrottle is the least time between two list updates of a socket,
