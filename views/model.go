@@ -414,8 +414,8 @@ type Outcome struct {
 
 // ThreadMessage is one message of a question thread.
 type ThreadMessage struct {
-	From string // "agent" or the reviewer's name
-	Mine bool
+	From string // the asking node, or the person who answered
+	Mine bool   // a person's answer (shown on the right)
 	Text string
 	At   time.Time
 }

@@ -359,3 +359,26 @@ func TestDeskDashboardLive(t *testing.T) {
 	}
 	dash.screenshot("phone-task")
 }
+
+// TestDeskPickWorkflow: choosing another workflow swaps in its form.
+func TestDeskPickWorkflow(t *testing.T) {
+	t.Parallel()
+	env := newDeskEnv(t, askWorkflow(t))
+	b := openTab(t, "pick")
+	b.do(chromedp.Navigate(env.base + "/tasks/new"))
+	b.waitJS(`document.querySelector("textarea[name='input.description']")`, 10*time.Second)
+	eval[bool](b, `(function(){var s=document.getElementById("workflow-pick");s.value="ask";s.dispatchEvent(new Event("change",{bubbles:true}));return true})()`)
+	b.waitJS(`location.search.indexOf("workflow=ask") >= 0 && document.querySelector("#new-task input[name=workflow][value=ask]")`, 10*time.Second)
+	if n := eval[int](b, `document.querySelectorAll("#new-task [name^='input.'], #new-task [name^='gate.']").length`); n != 0 {
+		t.Fatalf("the ask workflow's form has %d inputs, want none", n)
+	}
+	b.click(`#new-task button[type=submit]`)
+	b.waitJS(`document.querySelector("main[data-task]") && document.querySelector("#interrupt article.pending[data-kind=question]")`, 15*time.Second)
+	b.do(chromedp.SetValue(chromedp.CSS("#reviewer"), "Quinn"), chromedp.SetValue(chromedp.CSS("#answer"), "About 5,000 euros"))
+	b.click(`#interrupt button[name=action][value=respond]`)
+	b.waitJS(`document.querySelector("main").dataset.taskStatus === "succeeded"`, 15*time.Second)
+	if got := b.text("#interrupt"); !strings.Contains(got, "answered by Quinn") {
+		t.Fatalf("outcome: %q", got)
+	}
+	b.screenshot("answered")
+}

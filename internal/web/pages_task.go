@@ -364,7 +364,7 @@ func (d *desk) interruptView(td *taskData, who string) views.InterruptView {
 		o := outcomeOf(td, &td.decisions[n-1])
 		v.Outcome = &o
 	}
-	v.Thread = thread(td, who)
+	v.Thread = thread(td)
 	if td.pending != nil {
 		v.Pending = d.pendingForm(td, td.pending)
 	}
@@ -435,7 +435,7 @@ func (d *desk) pendingForm(td *taskData, itr *graph.Interrupt) *views.PendingFor
 }
 
 // thread is the questions asked and answered in this task, in order.
-func thread(td *taskData, who string) []views.ThreadMessage {
+func thread(td *taskData) []views.ThreadMessage {
 	byItr := map[string]*graph.Decision{}
 	for i := range td.decisions {
 		byItr[td.decisions[i].InterruptID] = &td.decisions[i]
@@ -454,8 +454,8 @@ func thread(td *taskData, who string) []views.ThreadMessage {
 			if text == "" {
 				text = verb(dec.Action)
 			}
-			out = append(out, views.ThreadMessage{From: dec.DecidedBy, Mine: dec.DecidedBy == who && who != "", Text: text,
-				At: dec.DecidedAt})
+			// People's answers on the right, the agent's questions on the left.
+			out = append(out, views.ThreadMessage{From: dec.DecidedBy, Mine: true, Text: text, At: dec.DecidedAt})
 		}
 	}
 	return out
