@@ -21,7 +21,7 @@ import (
 	"strings"
 )
 
-//go:embed app.css app.js vendor/*.js
+//go:embed app.css app.js favicon.svg vendor/*.js
 var files embed.FS
 
 // Prefix is where the files are served.

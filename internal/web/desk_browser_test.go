@@ -65,6 +65,7 @@ func TestDeskFeatureWalk(t *testing.T) {
 	b.waitJS(`document.querySelector(`+jsq(pendingSel("prd"))+`)`, 10*time.Second)
 	b.liveOpen()
 	eval[bool](b, `(window.__samePage = true)`)
+	eval[bool](b, `(window.__csp = [], document.addEventListener("securitypolicyviolation", function(e){window.__csp.push(e.violatedDirective+" "+e.blockedURI)}), true)`)
 
 	// A rejection without feedback never leaves the browser.
 	b.click(pendingSel("prd") + ` button[name=action][value=reject]`)
@@ -120,6 +121,9 @@ func TestDeskFeatureWalk(t *testing.T) {
 	b.waitJS(`document.querySelector('[data-node=merge][data-status=done]')`, 5*time.Second)
 	if !eval[bool](b, `window.__samePage === true`) {
 		t.Fatal("the page reloaded")
+	}
+	if v := eval[string](b, `window.__csp.join("; ")`); v != "" {
+		t.Errorf("content security policy violations: %s", v)
 	}
 	for _, n := range []string{"analyze", "requirements", "plan", "implement", "merge"} {
 		if st := eval[string](b, `document.querySelector('[data-node=`+n+`]').dataset.status`); st != "done" {
@@ -323,6 +327,7 @@ func TestDeskDashboardLive(t *testing.T) {
 	t.Parallel()
 	env := newDeskEnv(t)
 	dash, inbox := openTab(t, "dashboard"), openTab(t, "inbox")
+	consoleErrors := dash.watchConsole()
 	dash.do(chromedp.Navigate(env.base + "/"))
 	inbox.do(chromedp.Navigate(env.base + "/inbox"))
 	dash.liveOpen()
@@ -358,6 +363,10 @@ func TestDeskDashboardLive(t *testing.T) {
 			`[].slice.call(document.querySelectorAll("body *")).filter(function(e){return e.getBoundingClientRect().right>400}).slice(0,5).map(function(e){return e.tagName+"."+e.className}).join(", ")`))
 	}
 	dash.screenshot("phone-task")
+	// Under the content security policy nothing was refused, nothing threw.
+	if errs := consoleErrors(); len(errs) > 0 {
+		t.Errorf("console errors: %q", errs)
+	}
 }
 
 // TestDeskPickWorkflow: choosing another workflow swaps in its form.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -370,6 +371,33 @@ func (b *tab) text(css string) string {
 	b.t.Helper()
 	q, _ := json.Marshal(css)
 	return eval[string](b, `(function(){var e=document.querySelector(`+string(q)+`);return e?e.textContent:""})()`)
+}
+
+// watchConsole collects the tab's console errors and exceptions (CSP
+// refusals among them) from now on; the returned func lists them.
+func (b *tab) watchConsole() func() []string {
+	ctx, cancel := context.WithCancel(b.ctx)
+	b.t.Cleanup(cancel)
+	var mu sync.Mutex
+	var msgs []string
+	seq := chromedp.Console(ctx)
+	go func() {
+		for m, err := range seq {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleException {
+				mu.Lock()
+				msgs = append(msgs, string(m.Type)+": "+m.Text)
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(msgs)
+	}
 }
 
 // texts is the text of every element matching a CSS selector.
