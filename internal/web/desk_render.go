@@ -13,6 +13,7 @@ import (
 	"github.com/microcosm-cc/bluemonday"
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/extension"
+	"gopkg.in/yaml.v3"
 
 	"github.com/gatehousehq/gatehouse/views"
 )
@@ -100,4 +101,44 @@ func prettyJSON(s string) string {
 		return s
 	}
 	return buf.String()
+}
+
+// state renders a task's state JSON as highlighted YAML, the form people
+// read best: keys in their stored order, multi-line text as blocks instead
+// of escaped one-liners. JSON that does not convert is shown as JSON.
+func (r *renderer) state(raw []byte) views.SafeHTML {
+	if len(raw) > maxHighlight {
+		return r.json(raw)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return r.json(raw)
+	}
+	plainScalars(&doc)
+	var out bytes.Buffer
+	enc := yaml.NewEncoder(&out)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return r.json(raw)
+	}
+	return r.code("yaml", out.String())
+}
+
+// plainScalars drops the JSON quoting of strings so that the encoder picks
+// the readable style: block text for multi-line strings, plain otherwise
+// (it still quotes a string that would read as another type).
+func plainScalars(n *yaml.Node) {
+	if n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode {
+		n.Style = 0 // block, not JSON's flow style
+	}
+	if n.Kind == yaml.ScalarNode && n.Style == yaml.DoubleQuotedStyle {
+		if strings.Contains(n.Value, "\n") {
+			n.Style = yaml.LiteralStyle
+		} else {
+			n.Style = 0
+		}
+	}
+	for _, c := range n.Content {
+		plainScalars(c)
+	}
 }

@@ -379,6 +379,10 @@ func TestRenderIsSafe(t *testing.T) {
 	if strings.Contains(j, "<img>") || !strings.Contains(j, "\n") {
 		t.Errorf("json: %s", j)
 	}
+	st := string(r.state([]byte(`{"spec_yaml":"name: x\nsummary: <b>y</b>\n","n":"12"}`)))
+	if !strings.Contains(st, "|") || strings.Contains(st, "\\n") || strings.Contains(st, "<b>") || !strings.Contains(st, "&#34;12&#34;") {
+		t.Errorf("state as YAML: %s", st)
+	}
 	p := string(r.document("text/plain", "<b>x</b>"))
 	if p != `<pre class="plain">&lt;b&gt;x&lt;/b&gt;</pre>` {
 		t.Errorf("plain: %s", p)

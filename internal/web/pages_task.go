@@ -249,7 +249,7 @@ func (d *desk) stateView(td *taskData) views.StateView {
 		return views.StateView{}
 	}
 	return views.StateView{Present: true, Step: cp.Step, LastNode: cp.LastNode, NextNode: cp.NextNode, Updated: cp.UpdatedAt,
-		JSON: d.render.json(cp.State), Size: byteSize(len(cp.State))}
+		JSON: d.render.state(cp.State), Size: byteSize(len(cp.State))}
 }
 
 // artifactsView lists the artifacts and picks the one shown: the
