@@ -39,10 +39,15 @@ const (
 	closeRestart = 1012
 )
 
-// serveLive upgrades the request and runs one live socket: produce renders
-// messages into out until ctx ends; this goroutine is the only writer; a
-// reader goroutine drops what the client sends and notices it leaving.
-func (d *desk) serveLive(c echo.Context, last int64, produce func(ctx context.Context, out chan liveMsg) error) error {
+// liveStart starts a page's feed: it puts messages into out from now on
+// (the first ones before it returns, if it has them at hand); done yields
+// why the feed stopped; stop releases it.
+type liveStart func(ctx context.Context, out chan liveMsg) (done <-chan error, stop func(), err error)
+
+// serveLive upgrades the request and runs one live socket: this goroutine
+// is the only writer, a reader goroutine drops what the client sends and
+// notices it leaving, and the feed puts messages into a small buffer.
+func (d *desk) serveLive(c echo.Context, last int64, start liveStart) error {
 	s := d.s
 	r := c.Request()
 	if !websocket.IsWebSocketUpgrade(r) {
@@ -81,8 +86,15 @@ func (d *desk) serveLive(c echo.Context, last int64, produce func(ctx context.Co
 		}
 	}()
 	out := make(chan liveMsg, liveOut)
-	prodDone := make(chan error, 1)
-	go func() { prodDone <- produce(ctx, out) }()
+	done, stop, err := start(ctx, out)
+	if err != nil {
+		d.endLive(conn, r, err, readerDone)
+		cancel()
+		_ = conn.Close()
+		<-readerDone
+		return nil
+	}
+	defer stop()
 
 	ping := time.NewTicker(s.pingPeriod)
 	defer ping.Stop()
@@ -101,16 +113,8 @@ loop:
 		case <-s.closing:
 			s.closeStream(conn, closeRestart, "server restarting", readerDone)
 			break loop
-		case err := <-prodDone:
-			prodDone = nil
-			switch {
-			case errors.Is(err, errSlowPage):
-				// Reconnect and catch up (htmx-ext-ws retries on 1013).
-				s.closeStream(conn, websocket.CloseTryAgainLater, "catch up", readerDone)
-			case err != nil && !errors.Is(err, context.Canceled):
-				d.s.log.Error("live page feed failed", "path", r.URL.Path, "error", err)
-				s.closeStream(conn, websocket.CloseInternalServerErr, "internal error", readerDone)
-			}
+		case err := <-done:
+			d.endLive(conn, r, err, readerDone)
 			break loop
 		case <-ctx.Done():
 			break loop
@@ -119,10 +123,19 @@ loop:
 	cancel()
 	_ = conn.Close()
 	<-readerDone
-	if prodDone != nil {
-		<-prodDone
-	}
 	return nil
+}
+
+// endLive says goodbye to a page whose feed stopped: a dropped page is
+// told to reconnect and catch up (htmx-ext-ws retries on 1013).
+func (d *desk) endLive(conn *websocket.Conn, r *http.Request, err error, readerDone <-chan struct{}) {
+	switch {
+	case errors.Is(err, errSlowPage):
+		d.s.closeStream(conn, websocket.CloseTryAgainLater, "catch up", readerDone)
+	case err != nil && !errors.Is(err, context.Canceled):
+		d.s.log.Error("live page feed failed", "path", r.URL.Path, "error", err)
+		d.s.closeStream(conn, websocket.CloseInternalServerErr, "internal error", readerDone)
+	}
 }
 
 // --- the task page ---
@@ -143,7 +156,7 @@ func (d *desk) taskLive(c echo.Context) error {
 		return err
 	}
 	ik := c.QueryParam("ik")
-	return d.serveLive(c, after, func(ctx context.Context, out chan liveMsg) error {
+	return d.serveLive(c, after, func(ctx context.Context, out chan liveMsg) (<-chan error, func(), error) {
 		return d.feeds.join(ctx, id, after, ik, out)
 	})
 }
@@ -223,40 +236,40 @@ type feedSub struct {
 	out      chan liveMsg
 	catching bool
 	backlog  []liveMsg
-	gone     chan struct{} // closed when the feed drops the page
+	gone     chan error // receives why, when the feed drops the page
 }
 
 // maxBacklog bounds the broadcasts a catching-up page may owe.
 const maxBacklog = 64
 
-// join serves one page: the catch-up from after to the feed's position,
-// then the feed's broadcasts, until ctx ends or the page is dropped.
-func (f *feeds) join(ctx context.Context, id string, after int64, ik string, out chan liveMsg) error {
+// join starts one page's feed: the catch-up from after to the feed's
+// position goes into out now, the feed's broadcasts after it. gone yields
+// errSlowPage when the feed drops the page; leave ends the page's part.
+func (f *feeds) join(ctx context.Context, id string, after int64, ik string, out chan liveMsg) (<-chan error, func(), error) {
 	feed, err := f.acquire(id)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	sub := &feedSub{out: out, catching: true, gone: make(chan struct{})}
+	sub := &feedSub{out: out, catching: true, gone: make(chan error, 1)}
 	feed.mu.Lock()
 	if feed.err != nil {
 		err := feed.err
 		feed.mu.Unlock()
 		f.release(feed)
-		return err
+		return nil, nil, err
 	}
 	feed.subs[sub] = struct{}{}
 	last, key := feed.last, feed.key
 	feed.mu.Unlock()
-	defer f.leave(feed, sub)
+	leave := func() { f.leave(feed, sub) }
 
-	if msg, ok, err := f.catchUp(ctx, id, after, last, ik, key); err != nil {
-		return err
-	} else if ok {
-		select {
-		case out <- msg:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	msg, ok, err := f.catchUp(ctx, id, after, last, ik, key)
+	if err != nil {
+		leave()
+		return nil, nil, err
+	}
+	if ok {
+		out <- msg // out is empty and buffered
 	}
 	feed.mu.Lock()
 	sub.catching = false
@@ -269,12 +282,7 @@ func (f *feeds) join(ctx context.Context, id string, after int64, ik string, out
 	}
 	sub.backlog = nil
 	feed.mu.Unlock()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-sub.gone:
-		return errSlowPage
-	}
+	return sub.gone, leave, nil
 }
 
 // errSlowPage ends a page the feed dropped.
@@ -370,7 +378,7 @@ func (feed *taskFeed) drop(sub *feedSub) {
 		return
 	}
 	delete(feed.subs, sub)
-	close(sub.gone)
+	sub.gone <- errSlowPage // buffered, sent once
 }
 
 // follow reads the task's events in batches and broadcasts each batch's
@@ -767,9 +775,7 @@ func (d *desk) dashboardLive(c echo.Context) error {
 		}
 		return listRender{version: b.Version, html: buf.Bytes()}, nil
 	}
-	return d.serveLive(c, 0, func(ctx context.Context, out chan liveMsg) error {
-		return d.feedList(ctx, q.key(), v, dashboardRelevant, out, render)
-	})
+	return d.serveLive(c, 0, d.listStart(q.key(), v, dashboardRelevant, render))
 }
 
 // inboxLive: GET /live/inbox?kind=&after=&v= — the inbox's feed.
@@ -797,9 +803,7 @@ func (d *desk) inboxLive(c echo.Context) error {
 		}
 		return listRender{version: b.Version, html: buf.Bytes()}, nil
 	}
-	return d.serveLive(c, 0, func(ctx context.Context, out chan liveMsg) error {
-		return d.feedList(ctx, q.key(), v, inboxRelevant, out, render)
-	})
+	return d.serveLive(c, 0, d.listStart(q.key(), v, inboxRelevant, render))
 }
 
 func dashboardRelevant(ev graph.Event) bool {
@@ -817,6 +821,21 @@ func inboxRelevant(ev graph.Event) bool {
 		return true
 	}
 	return false
+}
+
+// listStart runs feedList for a page in a goroutine of its own.
+func (d *desk) listStart(key, v string, relevant func(graph.Event) bool,
+	render func(context.Context) (listRender, error)) liveStart {
+	return func(ctx context.Context, out chan liveMsg) (<-chan error, func(), error) {
+		ctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		finished := make(chan struct{})
+		go func() {
+			defer close(finished)
+			done <- d.feedList(ctx, key, v, relevant, out, render)
+		}()
+		return done, func() { cancel(); <-finished }, nil
+	}
 }
 
 // listRender is a rendered list with its version.
