@@ -51,6 +51,12 @@ Commands:
   run WORKFLOW --input FILE
                      start a task and follow it in the terminal, answering its
                      interrupts at a prompt (run --attach TASK_ID: an existing one)
+  users add NAME --role ROLE [--kinds KINDS]
+                     add a user; the password is read from standard input
+  users list | disable NAME | enable NAME | passwd NAME | role NAME --role ROLE
+  tokens create NAME --role ROLE
+                     make an API token (printed once)
+  tokens list | revoke ID
   version            print the version
 
 Every command takes --help. Settings come from the environment:
@@ -79,6 +85,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		err = cmdMigrate(ctx, args, getenv, stdout, stderr)
 	case "run":
 		err = cmdRun(ctx, args, getenv, stdin, stdout, stderr)
+	case "users":
+		err = cmdUsers(ctx, args, getenv, stdin, stdout)
+	case "tokens":
+		err = cmdTokens(ctx, args, getenv, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "gatehouse", version)
 	case "help", "-h", "-help", "--help":

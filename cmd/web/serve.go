@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
+	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/config"
 	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/live"
@@ -60,6 +62,21 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	store := postgres.NewStore(pool)
+	authSvc := auth.NewService(auth.Config{Store: store, BootstrapToken: cfg.BootstrapToken,
+		SessionIdle: cfg.Auth.SessionIdle, SessionMax: cfg.Auth.SessionMax, Logger: log.With("component", "auth")})
+	generated, err := authSvc.EnsureAdmin(ctx, cfg.AdminPassword)
+	if err != nil {
+		return fmt.Errorf("admin user: %w", err)
+	}
+	if generated != "" {
+		// Shown this once: only its hash is stored.
+		log.Warn("created the admin user with a generated password, shown this once; log in and change it "+
+			"(gatehouse users passwd admin), or set GATEHOUSE_ADMIN_PASSWORD", "username", auth.AdminUser,
+			"password", generated)
+	}
+	pruneCtx, stopPrune := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopPrune()
+	go pruneAuth(pruneCtx, authSvc, log.With("component", "auth"))
 	notifyCtx, stopNotify := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopNotify()
 	store.StartNotifier(notifyCtx, log.With("component", "notify"))
@@ -186,6 +203,22 @@ func buildWorkflows(p llm.Provider, c config.LLM) ([]graph.Workflow, error) {
 		return nil, err
 	}
 	return []graph.Workflow{f, d, m, s, a}, nil
+}
+
+// pruneAuth deletes ended sessions and old login attempts, hourly.
+func pruneAuth(ctx context.Context, svc *auth.Service, log *slog.Logger) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		if err := svc.Prune(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("pruning sessions and login attempts", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // interruptKinds lists the kinds of the workflows' gates, and questions.

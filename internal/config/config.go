@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gatehousehq/gatehouse/internal/auth"
 )
 
 // Config is every setting of the binary.
@@ -24,7 +26,25 @@ type Config struct {
 	LogLevel       string
 	LogFormat      string
 
-	LLM LLM
+	Auth Auth
+	LLM  LLM
+}
+
+// Auth configures who may decide (issue 6).
+type Auth struct {
+	// Approvals maps an interrupt kind to the number of distinct approvers
+	// it needs (GATEHOUSE_APPROVALS, e.g. "merge=2").
+	Approvals map[string]int
+	// SoDKinds are the kinds whose task creator may not approve
+	// (GATEHOUSE_SOD_KINDS, default "merge"; "none" for no kind).
+	SoDKinds []string
+	// SessionIdle and SessionMax end desk sessions: unused for so long, or
+	// so long after login.
+	SessionIdle time.Duration
+	SessionMax  time.Duration
+	// TrustProxy believes X-Forwarded-Proto and X-Forwarded-For (behind a
+	// reverse proxy that sets them).
+	TrustProxy bool
 }
 
 // LLM selects and configures the language-model provider.
@@ -57,7 +77,12 @@ var Vars = []Var{
 	{"GATEHOUSE_LEASE_TTL", "15s", "lease length; a dead replica's tasks move after this"},
 	{"GATEHOUSE_SHUTDOWN_GRACE", "10s", "how long node runs in flight may finish on shutdown"},
 	{"GATEHOUSE_BOOTSTRAP_TOKEN", "unset", "an admin API token with this value (principal \"bootstrap\")"},
-	{"GATEHOUSE_ADMIN_PASSWORD", "unset", "password of the admin user"},
+	{"GATEHOUSE_ADMIN_PASSWORD", "unset", "password of the admin user (unset: generated and logged once on first start)"},
+	{"GATEHOUSE_APPROVALS", "unset", "distinct approvers an interrupt kind needs, e.g. merge=2,prd=2 (default 1)"},
+	{"GATEHOUSE_SOD_KINDS", "merge", "kinds whose task creator may not approve them (none: no kind)"},
+	{"GATEHOUSE_SESSION_IDLE", "12h", "a desk session unused this long ends"},
+	{"GATEHOUSE_SESSION_MAX", "168h", "a desk session ends this long after login, however busy"},
+	{"GATEHOUSE_TRUST_PROXY", "false", "trust X-Forwarded-Proto/-For from a reverse proxy (Secure cookies, client address)"},
 	{"GATEHOUSE_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"GATEHOUSE_LOG_FORMAT", "text", "text or json"},
 	{"LLM_PROVIDER", "scripted", "scripted (offline), ollama or openai"},
@@ -127,6 +152,27 @@ func Load(getenv func(string) string) (Config, error) {
 		}
 		return f
 	}
+	boolean := func(name string, def bool) bool {
+		v := strings.ToLower(str(name, ""))
+		switch v {
+		case "":
+			return def
+		case "1", "true", "yes", "on":
+			return true
+		case "0", "false", "no", "off":
+			return false
+		}
+		errs = append(errs, fmt.Errorf("%s=%q: want true or false", name, v))
+		return def
+	}
+	approvals, err := auth.ParseApprovals(getenv("GATEHOUSE_APPROVALS"))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("GATEHOUSE_APPROVALS: %w", err))
+	}
+	sodKinds, err := auth.ParseKinds(str("GATEHOUSE_SOD_KINDS", strings.Join(auth.DefaultSoDKinds, ",")))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("GATEHOUSE_SOD_KINDS: %w", err))
+	}
 	c := Config{
 		DatabaseURL:    str("DATABASE_URL", ""),
 		Addr:           str("GATEHOUSE_ADDR", "127.0.0.1:8080"),
@@ -137,6 +183,13 @@ func Load(getenv func(string) string) (Config, error) {
 		AdminPassword:  getenv("GATEHOUSE_ADMIN_PASSWORD"),
 		LogLevel:       strings.ToLower(str("GATEHOUSE_LOG_LEVEL", "info")),
 		LogFormat:      strings.ToLower(str("GATEHOUSE_LOG_FORMAT", "text")),
+		Auth: Auth{
+			Approvals:   approvals,
+			SoDKinds:    sodKinds,
+			SessionIdle: duration("GATEHOUSE_SESSION_IDLE", auth.DefaultSessionIdle),
+			SessionMax:  duration("GATEHOUSE_SESSION_MAX", auth.DefaultSessionMax),
+			TrustProxy:  boolean("GATEHOUSE_TRUST_PROXY", false),
+		},
 		LLM: LLM{
 			Provider:       strings.ToLower(str("LLM_PROVIDER", "scripted")),
 			ScriptFile:     str("LLM_SCRIPT_FILE", ""),
@@ -172,6 +225,15 @@ func Load(getenv func(string) string) (Config, error) {
 	case "text", "json":
 	default:
 		errs = append(errs, fmt.Errorf("GATEHOUSE_LOG_FORMAT=%q: want text or json", c.LogFormat))
+	}
+	if c.Auth.SessionIdle > c.Auth.SessionMax {
+		errs = append(errs, fmt.Errorf("GATEHOUSE_SESSION_IDLE=%s is longer than GATEHOUSE_SESSION_MAX=%s",
+			c.Auth.SessionIdle, c.Auth.SessionMax))
+	}
+	if c.AdminPassword != "" {
+		if err := auth.CheckPassword(c.AdminPassword); err != nil {
+			errs = append(errs, fmt.Errorf("GATEHOUSE_ADMIN_PASSWORD %w", err))
+		}
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 16 {
 		errs = append(errs, errors.New("GATEHOUSE_BOOTSTRAP_TOKEN: want at least 16 characters"))

@@ -47,3 +47,42 @@ func TestLLMSettings(t *testing.T) {
 		t.Errorf("scripted with an unused bad OLLAMA_BASE_URL: %v", err)
 	}
 }
+
+func TestAuthSettings(t *testing.T) {
+	t.Parallel()
+	load := func(env map[string]string) (Config, error) { return Load(func(k string) string { return env[k] }) }
+	c, err := load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := c.Auth
+	if len(a.Approvals) != 0 || strings.Join(a.SoDKinds, ",") != "merge" || a.SessionIdle != 12*time.Hour ||
+		a.SessionMax != 168*time.Hour || a.TrustProxy {
+		t.Errorf("defaults: %+v", a)
+	}
+	c, err = load(map[string]string{"GATEHOUSE_APPROVALS": "merge=2,prd=3", "GATEHOUSE_SOD_KINDS": "none",
+		"GATEHOUSE_SESSION_IDLE": "30m", "GATEHOUSE_SESSION_MAX": "8h", "GATEHOUSE_TRUST_PROXY": "true",
+		"GATEHOUSE_ADMIN_PASSWORD": "long enough"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a = c.Auth
+	if a.Approvals["merge"] != 2 || a.Approvals["prd"] != 3 || len(a.SoDKinds) != 0 || a.SessionIdle != 30*time.Minute ||
+		a.SessionMax != 8*time.Hour || !a.TrustProxy {
+		t.Errorf("settings: %+v", a)
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"GATEHOUSE_APPROVALS": "merge=zero"}, "GATEHOUSE_APPROVALS"},
+		{map[string]string{"GATEHOUSE_SOD_KINDS": "merge,9"}, "GATEHOUSE_SOD_KINDS"},
+		{map[string]string{"GATEHOUSE_SESSION_IDLE": "9h", "GATEHOUSE_SESSION_MAX": "8h"}, "GATEHOUSE_SESSION_IDLE"},
+		{map[string]string{"GATEHOUSE_TRUST_PROXY": "maybe"}, "GATEHOUSE_TRUST_PROXY"},
+		{map[string]string{"GATEHOUSE_ADMIN_PASSWORD": "short"}, "GATEHOUSE_ADMIN_PASSWORD"},
+	} {
+		if _, err := load(tc.env); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want one naming %s", tc.env, err, tc.want)
+		}
+	}
+}
