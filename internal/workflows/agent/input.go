@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -43,7 +44,89 @@ func Decode(raw json.RawMessage, v any, prefix, what string, fields ...string) e
 	if dec.More() {
 		return &graph.ValidationError{Field: prefix, Message: "has data after the object"}
 	}
+	if err := ExactNames(raw, v, prefix, what, fields...); err != nil {
+		return err
+	}
+	if prefix == "input" || strings.HasPrefix(prefix, "input.") || strings.HasPrefix(prefix, "input[") {
+		// A task's input is stored as given and must satisfy its schema,
+		// where no field is nullable. (Options keep reading null as absent.)
+		return NoNulls(raw, prefix)
+	}
 	return nil
+}
+
+// ExactNames refuses an object whose keys match v's fields only when case
+// is ignored (encoding/json's matching): {"Description": …} would be read
+// as description, yet the schema, the stored input and every reader by
+// key see another name. Call it after decoding raw into the struct v.
+func ExactNames(raw json.RawMessage, v any, prefix, what string, fields ...string) error {
+	names := jsonNames(reflect.TypeOf(v))
+	if names == nil {
+		return nil
+	}
+	for _, k := range objectKeys(raw) {
+		if !slices.Contains(names, k) {
+			return &graph.ValidationError{Field: prefix + "." + k,
+				Message: fmt.Sprintf("is not a field of %s (%s; names are case-sensitive)", what, strings.Join(fields, ", "))}
+		}
+	}
+	return nil
+}
+
+// NoNulls refuses an object with a null value, which encoding/json reads
+// as an absent field but a JSON Schema without a null type refuses.
+func NoNulls(raw json.RawMessage, prefix string) error {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return nil
+	}
+	for _, k := range objectKeys(raw) {
+		if string(bytes.TrimSpace(obj[k])) == "null" {
+			return &graph.ValidationError{Field: prefix + "." + k, Message: "must not be null (leave it out instead)"}
+		}
+	}
+	return nil
+}
+
+// objectKeys lists the keys of a JSON object, sorted (none for anything
+// else).
+func objectKeys(raw json.RawMessage) []string {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return nil
+	}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// jsonNames lists the JSON names of a struct type's fields (nil for
+// anything but a struct or a pointer to one).
+func jsonNames(t reflect.Type) []string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil
+	}
+	names := []string{}
+	for f := range t.Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch name {
+		case "-":
+			continue
+		case "":
+			name = f.Name
+		}
+		names = append(names, name)
+	}
+	return names
 }
 
 func jsonKind(goKind string) string {

@@ -164,6 +164,9 @@ func ParseInput(raw json.RawMessage) (Input, error) {
 		if err := agent.Decode(rawFile, &f, field, "an attached file", "name", "content"); err != nil {
 			return in, err
 		}
+		if !hasKey(rawFile, "content") {
+			return in, &graph.ValidationError{Field: field + ".content", Message: "is required (it may be empty)"}
+		}
 		f.Name = strings.TrimSpace(f.Name)
 		switch {
 		case f.Name == "":
@@ -187,6 +190,16 @@ func ParseInput(raw json.RawMessage) (Input, error) {
 		return in, &graph.ValidationError{Field: "input.files", Message: fmt.Sprintf("hold %d KiB together; at most %d KiB", total>>10, MaxFilesContent>>10)}
 	}
 	return in, nil
+}
+
+// hasKey reports whether the JSON object raw has key.
+func hasKey(raw json.RawMessage, key string) bool {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return false
+	}
+	_, ok := obj[key]
+	return ok
 }
 
 // Option configures the workflow.

@@ -26,6 +26,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/workflows/agent"
 	"gopkg.in/yaml.v3"
 )
 
@@ -146,6 +147,12 @@ func ParseInput(raw json.RawMessage) (Input, error) {
 	}
 	if dec.More() {
 		return in, &graph.ValidationError{Field: "input", Message: "has data after the object"}
+	}
+	if err := agent.ExactNames(raw, &in, "input", "the feature input", "description", "name"); err != nil {
+		return in, err
+	}
+	if err := agent.NoNulls(raw, "input"); err != nil {
+		return in, err
 	}
 	in.Description = strings.TrimSpace(in.Description)
 	in.Name = strings.TrimSpace(in.Name)

@@ -1,0 +1,45 @@
+package agent_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/workflows/agent"
+)
+
+// Found by the workflows' FuzzParseInput: encoding/json matches keys
+// without case and reads null as absent; the input schemas do neither.
+func TestDecodeIsStrictLikeTheSchema(t *testing.T) {
+	t.Parallel()
+	type in struct {
+		Query string `json:"query"`
+		Note  string `json:"note,omitempty"`
+	}
+	type opts struct {
+		MaxTurns *int `json:"max_turns"`
+	}
+	cases := []struct {
+		raw, prefix, field string
+		v                  any
+	}{
+		{`{"Query": "q"}`, "input", "input.Query", &in{}},
+		{`{"query": "q", "NOTE": "n"}`, "input", "input.NOTE", &in{}},
+		{`{"query": "q", "note": null}`, "input", "input.note", &in{}},
+		{`{"query": "q"}`, "input", "", &in{}},
+		{`{"Max_Turns": 3}`, "options", "options.Max_Turns", &opts{}},
+		// Options keep reading null as absent.
+		{`{"max_turns": null}`, "options", "", &opts{}},
+	}
+	for _, c := range cases {
+		err := agent.Decode(json.RawMessage(c.raw), c.v, c.prefix, "the thing", "query", "note")
+		var ve *graph.ValidationError
+		switch {
+		case c.field == "" && err != nil:
+			t.Errorf("%s: %v", c.raw, err)
+		case c.field != "" && (!errors.As(err, &ve) || ve.Field != c.field):
+			t.Errorf("%s: %v, want a validation error of %s", c.raw, err, c.field)
+		}
+	}
+}
