@@ -100,6 +100,19 @@
     if (p && typeof p.get === "function") storeName(p.get("decided_by"));
     else if (p && p.decided_by) storeName(p.decided_by);
   });
-  htmx.onLoad(function (elt) { fillNames(elt); });
-  document.addEventListener("htmx:oobAfterSwap", function () { fillNames(document); });
+  // With sessions, every state-changing form carries the session's _csrf
+  // token; forms that arrive live are shared by every viewer, so the page
+  // adds its own.
+  function addCSRF(root) {
+    var meta = document.querySelector("meta[name=csrf-token]");
+    if (!meta) return;
+    (root || document).querySelectorAll("form[method=post]").forEach(function (f) {
+      if (f.querySelector("input[name=_csrf]")) return;
+      var i = document.createElement("input");
+      i.type = "hidden"; i.name = "_csrf"; i.value = meta.content;
+      f.appendChild(i);
+    });
+  }
+  htmx.onLoad(function (elt) { fillNames(elt); addCSRF(elt.parentNode || document); });
+  document.addEventListener("htmx:oobAfterSwap", function () { fillNames(document); addCSRF(document); });
 })();

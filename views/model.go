@@ -22,6 +22,10 @@ type Page struct {
 	Nav        string // the active section: dashboard, inbox, new
 	InboxCount int
 	Assets     Assets
+	// CSRF is the session's form token; when set, the page's script puts
+	// it in every form as _csrf (also in forms that arrive live, which are
+	// shared by every viewer and so carry none themselves).
+	CSRF string
 }
 
 // --- dashboard ---
