@@ -118,8 +118,12 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		run.Start()
 	}
 
-	srv := web.New(web.Deps{Engine: engine, Store: store, Hub: hub, Wake: run.Wake, BootstrapToken: cfg.BootstrapToken,
-		Ready: func(ctx context.Context) error { return postgres.Ready(ctx, pool) }, Logger: log.With("component", "http"),
+	policy := auth.NewPolicy(cfg.Auth.Approvals, cfg.Auth.SoDKinds)
+	log.Info("approval policy", "policy", policy.String())
+	decider := auth.NewDecider(engine, store, policy, log.With("component", "auth"))
+	srv := web.New(web.Deps{Engine: engine, Store: store, Hub: hub, Wake: run.Wake, Auth: authSvc, Decider: decider,
+		TrustProxy: cfg.Auth.TrustProxy,
+		Ready:      func(ctx context.Context) error { return postgres.Ready(ctx, pool) }, Logger: log.With("component", "http"),
 		Version: version, Metrics: met.Handler()})
 	met.WatchWebsockets(srv.OpenWebsockets)
 	addr, err := srv.Start(cfg.Addr)

@@ -14,6 +14,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
 )
 
 // Role is what a principal may do. Roles are cumulative: each allows what
@@ -194,3 +196,10 @@ func ParseKinds(s string) ([]string, error) {
 // TokenPrincipalName is the principal name of an API token: "token:" and
 // its name, so it never passes for a user.
 func TokenPrincipalName(name string) string { return "token:" + name }
+
+// MaySee reports whether p may see task. Every role sees every task for
+// now; this is the one place that decides it (the API, the streams and
+// the desk all ask here).
+func MaySee(p Principal, task *graph.Task) bool {
+	return task != nil && p.Can(RoleViewer)
+}

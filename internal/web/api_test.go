@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
@@ -145,7 +146,7 @@ func TestHappyPath(t *testing.T) {
 		var actions []string
 		for _, d := range ds.Decisions {
 			actions = append(actions, d.Action)
-			if d.DecidedBy != actor {
+			if d.DecidedBy != auth.BootstrapName {
 				t.Errorf("decided_by = %q", d.DecidedBy)
 			}
 		}

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 )
@@ -23,6 +25,7 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeConflict         = "conflict"
 	CodeTooLarge         = "too_large"
+	CodeTooManyRequests  = "too_many_requests"
 	CodeInvalidInput     = "invalid_input"
 	CodeUnavailable      = "unavailable"
 	CodeInternal         = "internal"
@@ -88,10 +91,24 @@ func errorOf(err error) *Error {
 		cfErr    *graph.ConflictError
 		maxErr   *http.MaxBytesError
 		httpErr  *echo.HTTPError
+		fbErr    *auth.ForbiddenError
+		thErr    *auth.ThrottledError
+		invErr   *auth.InvalidError
 	)
 	switch {
 	case errors.As(err, &apiErr):
 		return apiErr
+	case errors.As(err, &fbErr):
+		// A refusal with its reason: who may decide, separation of duties.
+		return &Error{Status: http.StatusForbidden, Code: CodeForbidden, Message: fbErr.Reason, Err: err}
+	case errors.As(err, &thErr):
+		return &Error{Status: http.StatusTooManyRequests, Code: CodeTooManyRequests, Message: thErr.Error(), Err: err}
+	case errors.As(err, &invErr):
+		return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Field: invErr.Field, Message: invErr.Error(), Err: err}
+	case errors.Is(err, auth.ErrExists):
+		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: err.Error(), Err: err}
+	case errors.Is(err, auth.ErrNotFound):
+		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: err.Error(), Err: err}
 	case errors.As(err, &maxErr):
 		return tooLarge()
 	case errors.As(err, &valErr):
@@ -182,6 +199,10 @@ func (s *Server) handleError(err error, c echo.Context) {
 	status := e.Status
 	if status == statusClientGone {
 		status = http.StatusServiceUnavailable
+	}
+	var th *auth.ThrottledError
+	if errors.As(err, &th) {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(th.RetryAfter.Seconds()+0.999)))
 	}
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(status)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 )
@@ -26,22 +27,31 @@ type decisionRequest struct {
 }
 
 // decide: POST /api/v1/tasks/:id/decisions → 202 Task. The decision is
-// committed before the answer is written; the task runs on a worker.
+// the principal's, under the approval policy (auth.Decider): refused with
+// 403 and the reason (an approver of other kinds, the creator of its own
+// merge, the same approver twice); on a kind that needs several approvers
+// an approval short of the number leaves the interrupt pending, its
+// approvals saying "1 of 2 approvals". The decision is committed before
+// the answer is written; the task runs on a worker.
 func (s *Server) decide(c echo.Context) error {
 	id, err := pathID(c)
 	if err != nil {
 		return err
 	}
-	var req decisionRequest
-	if err := decodeBody(c, &req); err != nil {
+	req, err := decodeDecision(c)
+	if err != nil {
 		return err
 	}
-	if isNull(req.Value) {
-		req.Value = nil
-	}
 	ctx := c.Request().Context()
-	_, err = s.engine.Decide(ctx, id, graph.DecisionInput{InterruptID: strings.TrimSpace(req.InterruptID),
-		Action: strings.TrimSpace(req.Action), Feedback: req.Feedback, Value: req.Value, DecidedBy: actor})
+	t, err := s.store.Task(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := mayRead(principalOf(c), t); err != nil {
+		return err
+	}
+	out, err := s.decider.Decide(ctx, principalOf(c), id, graph.DecisionInput{InterruptID: req.InterruptID,
+		Action: req.Action, Feedback: req.Feedback, Value: req.Value})
 	if errors.Is(err, graph.ErrInterruptNotFound) {
 		// Say which is missing: the task or its interrupt.
 		if _, terr := s.store.Task(ctx, id); terr != nil {
@@ -51,8 +61,25 @@ func (s *Server) decide(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s.wakeRunner()
+	if !out.Pending() {
+		s.wakeRunner()
+	}
 	return s.renderTask(c, http.StatusAccepted, id)
+}
+
+// decodeDecision reads a decision request: one JSON object of the
+// decisionRequest fields (400 naming what is wrong, 413 over the limit),
+// trimmed, with a null value as none.
+func decodeDecision(c echo.Context) (decisionRequest, error) {
+	var req decisionRequest
+	if err := decodeBody(c, &req); err != nil {
+		return req, err
+	}
+	if isNull(req.Value) {
+		req.Value = nil
+	}
+	req.InterruptID, req.Action = strings.TrimSpace(req.InterruptID), strings.TrimSpace(req.Action)
+	return req, nil
 }
 
 // listDecisions: GET /api/v1/tasks/:id/decisions → oldest first.
@@ -89,7 +116,8 @@ func (s *Server) listInterrupts(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	entries, err := s.store.ListInterrupts(c.Request().Context(), postgres.InterruptFilter{Status: status,
+	ctx := c.Request().Context()
+	entries, err := s.store.ListInterrupts(ctx, postgres.InterruptFilter{Status: status,
 		Kind: strings.TrimSpace(c.QueryParam("kind")), Limit: int(limit)})
 	if err != nil {
 		return err
@@ -97,8 +125,19 @@ func (s *Server) listInterrupts(c echo.Context) error {
 	out := struct {
 		Interrupts []Interrupt `json:"interrupts"`
 	}{Interrupts: make([]Interrupt, 0, len(entries))}
+	who := principalOf(c)
 	for i := range entries {
-		out.Interrupts = append(out.Interrupts, inboxJSON(&entries[i]))
+		e := &entries[i]
+		if !auth.MaySee(who, &graph.Task{ID: e.Task.ID, Title: e.Task.Title, Workflow: e.Task.Workflow}) {
+			continue
+		}
+		itr := inboxJSON(e)
+		if e.Interrupt.Status == graph.InterruptPending {
+			if itr.Approvals, err = s.approvalsOf(ctx, &e.Interrupt); err != nil {
+				return err
+			}
+		}
+		out.Interrupts = append(out.Interrupts, itr)
 	}
 	return writeJSON(c, http.StatusOK, out)
 }

@@ -46,6 +46,16 @@ type Interrupt struct {
 	Status    string                 `json:"status"`
 	CreatedAt string                 `json:"created_at"`
 	Task      *TaskRef               `json:"task,omitempty"`
+	// Approvals is set on a pending interrupt whose kind needs several
+	// distinct approvers.
+	Approvals *Approvals `json:"approvals,omitempty"`
+}
+
+// Approvals is the approval progress of an interrupt: "1 of 2 approvals".
+type Approvals struct {
+	Required  int      `json:"required"`
+	Approvers []string `json:"approvers"`
+	Progress  string   `json:"progress"`
 }
 
 // TaskRef names the task of an inbox entry.

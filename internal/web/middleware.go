@@ -1,8 +1,6 @@
 package web
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -70,35 +68,6 @@ func onAPI(mw echo.MiddlewareFunc) echo.MiddlewareFunc {
 			return next(c)
 		}
 	}
-}
-
-// authenticate requires the bootstrap token as a bearer token, compared in
-// constant time (of equal-length digests, so the length leaks nothing
-// either). It runs before anything else about an /api/v1 request.
-func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if !s.hasToken {
-			s.tokenWarn.Do(func() {
-				s.log.Warn("no bootstrap token is configured: the API refuses every request (set BOOTSTRAP_TOKEN)")
-			})
-			return unauthorized(c)
-		}
-		scheme, token, ok := strings.Cut(c.Request().Header.Get(echo.HeaderAuthorization), " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") {
-			return unauthorized(c)
-		}
-		sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-		if subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) != 1 {
-			return unauthorized(c)
-		}
-		return next(c)
-	}
-}
-
-func unauthorized(c echo.Context) error {
-	c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="gatehouse"`)
-	return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
-		Message: "a valid bearer token is required (Authorization: Bearer <token>)"}
 }
 
 // limitBody refuses bodies over maxBody: at once when Content-Length says

@@ -1,12 +1,12 @@
 // Package web is Gatehouse's HTTP face: the JSON API of SPEC §7 under
-// /api/v1 (bearer-token authentication, one error mapping, request logging),
-// task event streams over websockets, health and readiness probes, and the
-// OpenAPI document. Later pages hang off Echo().
+// /api/v1 (bearer tokens or a desk session, a least role per route, one
+// error mapping, request logging), task event streams over websockets, the
+// approval desk with its login, health and readiness probes, and the
+// OpenAPI document.
 package web
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +20,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
 
+	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/live"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
@@ -34,9 +35,17 @@ type Deps struct {
 	// retry): the local runner's fast path. NOTIFY covers other replicas.
 	// May be nil.
 	Wake func()
-	// BootstrapToken is the bearer token /api/v1 requires. When empty,
-	// /api/v1 answers 401 to everything (and logs why, once).
+	// Auth authenticates principals: bearer tokens and desk sessions. When
+	// nil, one is made over Store with BootstrapToken (an admin token acting
+	// as the principal "bootstrap") and the default session lifetimes.
+	Auth           *auth.Service
 	BootstrapToken string
+	// Decider records people's decisions under the approval policy; nil:
+	// one over Engine and Store with the default policy.
+	Decider *auth.Decider
+	// TrustProxy believes X-Forwarded-Proto (Secure cookies) and
+	// X-Forwarded-For (the client's address) from a reverse proxy.
+	TrustProxy bool
 	// Ready reports whether the server can serve (database reachable,
 	// migrations applied); nil means always ready.
 	Ready   func(ctx context.Context) error
@@ -48,9 +57,6 @@ type Deps struct {
 
 // apiPrefix is where the JSON API lives.
 const apiPrefix = "/api/v1"
-
-// actor is who the bootstrap token acts as, in created_by, decided_by, …
-const actor = "bootstrap"
 
 // Websocket timing.
 const (
@@ -76,9 +82,11 @@ type Server struct {
 	log     *slog.Logger
 	version string
 
-	tokenSum  [sha256.Size]byte
-	hasToken  bool
-	tokenWarn sync.Once
+	auth       *auth.Service
+	decider    *auth.Decider
+	trustProxy bool
+	// roles is the least role of every route ("" public), by "METHOD path".
+	roles map[string]auth.Role
 
 	e        *echo.Echo
 	openapi  []byte
@@ -101,10 +109,15 @@ func New(d Deps) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{engine: d.Engine, store: d.Store, hub: d.Hub, wake: d.Wake, ready: d.Ready, log: log, metrics: d.Metrics,
-		version: d.Version, closing: make(chan struct{}),
+		version: d.Version, closing: make(chan struct{}), auth: d.Auth, decider: d.Decider, trustProxy: d.TrustProxy,
+		roles:      map[string]auth.Role{},
 		pingPeriod: defaultPingPeriod, pongWait: defaultPongWait, writeWait: defaultWriteWait}
-	if d.BootstrapToken != "" {
-		s.tokenSum, s.hasToken = sha256.Sum256([]byte(d.BootstrapToken)), true
+	if s.auth == nil {
+		s.auth = auth.NewService(auth.Config{Store: d.Store, BootstrapToken: d.BootstrapToken,
+			Logger: log.With("component", "auth")})
+	}
+	if s.decider == nil {
+		s.decider = auth.NewDecider(d.Engine, d.Store, auth.DefaultPolicy(), log.With("component", "auth"))
 	}
 	s.openapi = openAPIDocument(d.Version)
 	s.upgrader = websocket.Upgrader{
@@ -129,37 +142,43 @@ func New(d Deps) *Server {
 	// Pre-routing, so that authentication precedes everything about an API
 	// request (an unknown API route is 401 before it is 404) without a
 	// group catch-all that would turn 405s into 404s.
-	e.Pre(s.logRequests, s.recoverPanics, onAPI(s.authenticate), onAPI(limitBody))
+	e.Pre(s.logRequests, s.recoverPanics, securityHeaders, onAPI(s.authenticate), onAPI(limitBody), limitDeskBody)
 	s.e = e
 	s.routes()
 	return s
 }
 
 func (s *Server) routes() {
-	e := s.e
-	e.GET("/healthz", s.healthz)
-	e.GET("/readyz", s.readyz)
+	get, post := http.MethodGet, http.MethodPost
+	s.route(get, "/healthz", "", s.healthz)
+	s.route(get, "/readyz", "", s.readyz)
 	if s.metrics != nil {
-		e.GET("/metrics", echo.WrapHandler(s.metrics))
+		s.route(get, "/metrics", "", echo.WrapHandler(s.metrics))
 	}
 
-	api := e.Group(apiPrefix)
-	api.GET("/openapi.json", s.openAPI)
-	api.GET("/workflows", s.listWorkflows)
-	api.POST("/tasks", s.createTask)
-	api.GET("/tasks", s.listTasks)
-	api.GET("/tasks/:id", s.getTask)
-	api.GET("/tasks/:id/state", s.getState)
-	api.GET("/tasks/:id/checkpoints", s.listCheckpoints)
-	api.GET("/tasks/:id/checkpoints/:step", s.getCheckpoint)
-	api.GET("/tasks/:id/events", s.listEvents)
-	api.GET("/tasks/:id/artifacts", s.listArtifacts)
-	api.GET("/tasks/:id/decisions", s.listDecisions)
-	api.POST("/tasks/:id/decisions", s.decide)
-	api.POST("/tasks/:id/cancel", s.cancelTask)
-	api.POST("/tasks/:id/retry", s.retryTask)
-	api.GET("/tasks/:id/stream", s.stream)
-	api.GET("/interrupts", s.listInterrupts)
+	// The API: authenticate (pre-routing) said who; each route says the
+	// least role it needs (roles are cumulative).
+	viewer, operator, approver, admin := auth.RoleViewer, auth.RoleOperator, auth.RoleApprover, auth.RoleAdmin
+	api := func(method, path string, role auth.Role, h echo.HandlerFunc) {
+		s.route(method, apiPrefix+path, role, h)
+	}
+	api(get, "/openapi.json", viewer, s.openAPI)
+	api(get, "/workflows", viewer, s.listWorkflows)
+	api(post, "/tasks", operator, s.createTask)
+	api(get, "/tasks", viewer, s.listTasks)
+	api(get, "/tasks/:id", viewer, s.getTask)
+	api(get, "/tasks/:id/state", viewer, s.getState)
+	api(get, "/tasks/:id/checkpoints", viewer, s.listCheckpoints)
+	api(get, "/tasks/:id/checkpoints/:step", viewer, s.getCheckpoint)
+	api(get, "/tasks/:id/events", viewer, s.listEvents)
+	api(get, "/tasks/:id/artifacts", viewer, s.listArtifacts)
+	api(get, "/tasks/:id/decisions", viewer, s.listDecisions)
+	api(post, "/tasks/:id/decisions", approver, s.decide)
+	api(post, "/tasks/:id/cancel", operator, s.cancelTask)
+	api(post, "/tasks/:id/retry", operator, s.retryTask)
+	api(get, "/tasks/:id/stream", viewer, s.stream)
+	api(get, "/interrupts", viewer, s.listInterrupts)
+	api(get, "/audit", admin, s.auditAPI)
 
 	// The approval desk: pages, their forms and live feeds, static files.
 	s.registerDesk()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/graph/graphtest"
 	"github.com/gatehousehq/gatehouse/internal/live"
@@ -41,7 +42,10 @@ type bundle struct {
 }
 
 type setupOpts struct {
-	token   string
+	token string
+	// policy is the approval policy; nil: none (the bootstrap token creates
+	// and approves its own tasks, as the API tests do).
+	policy  *auth.Policy
 	noStart bool            // do not start an httptest server (the test calls srv.Start)
 	tweak   func(s *Server) // adjusts the server before it serves
 }
@@ -83,8 +87,13 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 	}
 
 	b := &bundle{pool: pool, store: store, engine: engine, stub: stub, hub: hub}
+	policy := auth.NewPolicy(nil, nil)
+	if o.policy != nil {
+		policy = *o.policy
+	}
 	b.srv = New(Deps{Engine: engine, Store: store, Hub: hub, Wake: func() { b.wakes.Add(1) }, BootstrapToken: o.token,
-		Ready: func(ctx context.Context) error { return postgres.Ready(ctx, pool) }, Logger: log, Version: "test"})
+		Decider: auth.NewDecider(engine, store, policy, log),
+		Ready:   func(ctx context.Context) error { return postgres.Ready(ctx, pool) }, Logger: log, Version: "test"})
 	if o.tweak != nil {
 		o.tweak(b.srv)
 	}

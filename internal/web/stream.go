@@ -42,6 +42,9 @@ func (s *Server) stream(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := mayRead(principalOf(c), t); err != nil {
+		return err
+	}
 	if !websocket.IsWebSocketUpgrade(r) {
 		return badRequest("", "this endpoint is a websocket: send an upgrade request")
 	}

@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 )
@@ -63,7 +63,7 @@ func (s *Server) createTask(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	t, err := s.engine.Create(ctx, graph.NewTask{Workflow: req.Workflow, Title: title, Input: req.Input,
-		Options: req.Options, CreatedBy: actor})
+		Options: req.Options, CreatedBy: principalOf(c).Name})
 	if err != nil {
 		return err
 	}
@@ -117,11 +117,34 @@ func (s *Server) renderTask(c echo.Context, status int, id string) error {
 	if err != nil {
 		return err
 	}
+	if err := mayRead(principalOf(c), t); err != nil {
+		return err
+	}
 	pending, err := s.store.PendingInterrupt(ctx, t.ID)
 	if err != nil {
 		return err
 	}
-	return writeJSON(c, status, taskJSON(t, pending))
+	out := taskJSON(t, pending)
+	if out.PendingInterrupt != nil {
+		if out.PendingInterrupt.Approvals, err = s.approvalsOf(ctx, pending); err != nil {
+			return err
+		}
+	}
+	return writeJSON(c, status, out)
+}
+
+// approvalsOf is the approval progress of a pending interrupt whose kind
+// needs several approvers (nil for the others).
+func (s *Server) approvalsOf(ctx context.Context, itr *graph.Interrupt) (*Approvals, error) {
+	n := s.decider.Policy().Required(itr.Kind)
+	if n < 2 {
+		return nil, nil
+	}
+	who, err := s.store.Approvals(ctx, itr.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &Approvals{Required: n, Approvers: who, Progress: auth.Progress(len(who), n)}, nil
 }
 
 // getTask: GET /api/v1/tasks/:id → Task.
@@ -170,32 +193,47 @@ func (s *Server) listTasks(c echo.Context) error {
 		return err
 	}
 	out := taskList{Tasks: make([]Task, 0, len(tasks)), NextCursor: encodeCursor(next)}
+	who := principalOf(c)
 	for i := range tasks {
+		if !auth.MaySee(who, &tasks[i]) {
+			continue
+		}
 		var p *graph.Interrupt
 		if itr, ok := pending[tasks[i].ID]; ok {
 			p = &itr
 		}
-		out.Tasks = append(out.Tasks, taskJSON(&tasks[i], p))
+		t := taskJSON(&tasks[i], p)
+		if p != nil {
+			if t.PendingInterrupt.Approvals, err = s.approvalsOf(ctx, p); err != nil {
+				return err
+			}
+		}
+		out.Tasks = append(out.Tasks, t)
 	}
 	return writeJSON(c, http.StatusOK, out)
 }
 
-// taskOf reads the :id parameter and checks the task exists.
+// taskOf reads the :id parameter and checks the task exists and the
+// principal may see it.
 func (s *Server) taskOf(c echo.Context) (*graph.Task, error) {
 	id, err := pathID(c)
 	if err != nil {
 		return nil, err
 	}
-	return s.store.Task(c.Request().Context(), id)
+	t, err := s.store.Task(c.Request().Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	return t, mayRead(principalOf(c), t)
 }
 
 // getState: GET /api/v1/tasks/:id/state → the current checkpoint.
 func (s *Server) getState(c echo.Context) error {
-	id, err := pathID(c)
+	t, err := s.taskOf(c)
 	if err != nil {
 		return err
 	}
-	cp, err := s.store.CurrentCheckpoint(c.Request().Context(), id)
+	cp, err := s.store.CurrentCheckpoint(c.Request().Context(), t.ID)
 	if err != nil {
 		return err
 	}
@@ -226,22 +264,18 @@ func (s *Server) listCheckpoints(c echo.Context) error {
 // getCheckpoint: GET /api/v1/tasks/:id/checkpoints/:step → one checkpoint
 // with its state.
 func (s *Server) getCheckpoint(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
+	if _, err := pathID(c); err != nil {
 		return err
 	}
 	step, err := paramInt(c, "step")
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	cp, err := s.store.CheckpointAt(ctx, id, step)
-	if errors.Is(err, postgres.ErrCheckpointNotFound) {
-		// Say which is missing: the task or its step.
-		if _, terr := s.store.Task(ctx, id); terr != nil {
-			return terr
-		}
+	t, err := s.taskOf(c)
+	if err != nil {
+		return err
 	}
+	cp, err := s.store.CheckpointAt(c.Request().Context(), t.ID, step)
 	if err != nil {
 		return err
 	}
@@ -260,8 +294,7 @@ func paramInt(c echo.Context, name string) (int, error) {
 
 // listEvents: GET /api/v1/tasks/:id/events?after=N&limit= → in seq order.
 func (s *Server) listEvents(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
+	if _, err := pathID(c); err != nil {
 		return err
 	}
 	after, err := queryInt(c, "after", 0, 0, 1<<62)
@@ -272,7 +305,7 @@ func (s *Server) listEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	t, err := s.store.Task(c.Request().Context(), id)
+	t, err := s.taskOf(c)
 	if err != nil {
 		return err
 	}
@@ -309,28 +342,30 @@ func (s *Server) listArtifacts(c echo.Context) error {
 }
 
 // cancelTask: POST /api/v1/tasks/:id/cancel → 202 Task; 409 when it ended.
+// The task.cancelled event names the principal as cancelled_by.
 func (s *Server) cancelTask(c echo.Context) error {
-	id, err := pathID(c)
+	t, err := s.taskOf(c)
 	if err != nil {
 		return err
 	}
-	if err := s.store.Cancel(c.Request().Context(), id, actor); err != nil {
+	if err := s.store.Cancel(c.Request().Context(), t.ID, principalOf(c).Name); err != nil {
 		return err
 	}
-	return s.renderTask(c, http.StatusAccepted, id)
+	return s.renderTask(c, http.StatusAccepted, t.ID)
 }
 
 // retryTask: POST /api/v1/tasks/:id/retry → 202 Task; 409 unless failed.
+// The task.retried event names the principal as retried_by.
 func (s *Server) retryTask(c echo.Context) error {
-	id, err := pathID(c)
+	t, err := s.taskOf(c)
 	if err != nil {
 		return err
 	}
-	if err := s.store.Retry(c.Request().Context(), id, actor); err != nil {
+	if err := s.store.Retry(c.Request().Context(), t.ID, principalOf(c).Name); err != nil {
 		return err
 	}
 	s.wakeRunner()
-	return s.renderTask(c, http.StatusAccepted, id)
+	return s.renderTask(c, http.StatusAccepted, t.ID)
 }
 
 func (s *Server) wakeRunner() {
