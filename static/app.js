@@ -2,7 +2,9 @@
 //  - live pages reconnect with the last event seq they rendered, so the
 //    server replays exactly what they missed;
 //  - the task page's main element carries data-task-status, kept current;
-//  - times are shown in the reader's time zone.
+//  - times are shown in the reader's time zone;
+//  - every post form and htmx request carries the session's CSRF token,
+//    read from <meta name="csrf-token">.
 // No inline scripts anywhere: this file and the vendored ones are all.
 (function () {
   "use strict";
@@ -80,26 +82,6 @@
   document.addEventListener("htmx:oobAfterSwap", function () { localTimes(); });
   document.addEventListener("DOMContentLoaded", function () { localTimes(); });
 
-  // Remember the reviewer's name on this device, so that every decision
-  // form (also those that arrive live) starts with it.
-  var nameKey = "gatehouse.reviewer";
-  function storeName(v) {
-    try { if (v && v.trim()) localStorage.setItem(nameKey, v.trim()); } catch (e) { /* private mode */ }
-  }
-  function fillNames(root) {
-    var n = null;
-    try { n = localStorage.getItem(nameKey); } catch (e) { return; }
-    if (!n) return;
-    (root || document).querySelectorAll("input[name=decided_by]").forEach(function (i) { if (!i.value) i.value = n; });
-  }
-  document.addEventListener("input", function (e) {
-    if (e.target && e.target.name === "decided_by") storeName(e.target.value);
-  });
-  document.addEventListener("htmx:configRequest", function (e) {
-    var p = e.detail && e.detail.parameters;
-    if (p && typeof p.get === "function") storeName(p.get("decided_by"));
-    else if (p && p.decided_by) storeName(p.decided_by);
-  });
   // With sessions, every state-changing form carries the session's _csrf
   // token; forms that arrive live are shared by every viewer, so the page
   // adds its own.
@@ -113,6 +95,12 @@
       f.appendChild(i);
     });
   }
-  htmx.onLoad(function (elt) { fillNames(elt); addCSRF(elt.parentNode || document); });
-  document.addEventListener("htmx:oobAfterSwap", function () { fillNames(document); addCSRF(document); });
+  htmx.onLoad(function (elt) { addCSRF(elt.parentNode || document); });
+  document.addEventListener("htmx:oobAfterSwap", function () { addCSRF(document); });
+  // htmx requests carry the token as a header too (what the server checks
+  // first), read from the page's meta tag: no inline script holds it.
+  document.addEventListener("htmx:configRequest", function (e) {
+    var meta = document.querySelector("meta[name=csrf-token]");
+    if (meta && e.detail && e.detail.headers) e.detail.headers["X-CSRF-Token"] = meta.content;
+  });
 })();

@@ -24,8 +24,21 @@ type Page struct {
 	Assets     Assets
 	// CSRF is the session's form token; when set, the page's script puts
 	// it in every form as _csrf (also in forms that arrive live, which are
-	// shared by every viewer and so carry none themselves).
+	// shared by every viewer and so carry none themselves) and in the
+	// X-CSRF-Token header of htmx requests.
 	CSRF string
+	// User is who is signed in (nil on the login page).
+	User *PageUser
+}
+
+// PageUser is the signed-in principal, for the navigation.
+type PageUser struct {
+	Name string
+	Role string
+	// Operator and Admin say what the navigation offers (start a task;
+	// users, tokens and the audit trail).
+	Operator bool
+	Admin    bool
 }
 
 // --- dashboard ---
@@ -224,6 +237,9 @@ type TaskHead struct {
 	CanCancel     bool
 	CanRetry      bool
 	Result        SafeHTML // highlighted JSON, when the task has a result
+	// CSRF is the session's token in the page's own copy ("" in the copy
+	// live pages share: their script adds theirs).
+	CSRF string
 }
 
 // Graph is a workflow drawn as SVG, laid out by internal/web.
@@ -364,7 +380,8 @@ type InterruptView struct {
 	TaskID string
 	// Key identifies what is shown (pending interrupt or last outcome), so
 	// the live feed replaces the area only when that changes.
-	Key      string
+	Key string
+	// Reviewer is the viewer's name: their own answers in a thread.
 	Reviewer string
 	Pending  *PendingForm
 	// Outcome is the latest decision, shown above a new form or alone.
@@ -401,6 +418,14 @@ type PendingForm struct {
 	Feedback string
 	Value    string
 	Errors   map[string]string
+	// Approvals is the progress of a kind that needs several approvers
+	// ("1 of 2 approvals: ann"); Notice says why the viewer may do less
+	// than everything (or nothing: then no form is shown).
+	Approvals string
+	Notice    string
+	// CSRF is the session's token for the forms ("" in the copy shared
+	// by live pages: their script adds their own).
+	CSRF string
 }
 
 // Outcome is a decision as the desk reports it.

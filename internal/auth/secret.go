@@ -25,6 +25,9 @@ func randomSecret() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
+// RandomToken is 256 random bits as 43 characters of base64url.
+func RandomToken() string { return randomSecret() }
+
 // RandomPassword is a password for generated accounts: 24 random characters.
 func RandomPassword() string {
 	var b [18]byte

@@ -8,12 +8,11 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
+	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/static"
 	"github.com/gatehousehq/gatehouse/views"
 )
@@ -31,26 +30,38 @@ type desk struct {
 }
 
 // registerDesk adds the pages, their forms, their websockets and the
-// static files. The pages need no bearer token (sessions come later); the
-// JSON API keeps its own.
+// static files. Every page and feed needs a session (the login page is
+// where there is none) and declares its least role; every form post
+// carries the session's CSRF token.
 func (s *Server) registerDesk() {
 	d := &desk{s: s, assets: static.MustLoad(), render: newRenderer()}
 	d.tasks = newTaskCache(d, 256)
 	d.feeds = &feeds{d: d, m: map[string]*taskFeed{}}
 	d.lists = newListCache()
-	e := s.e
-	e.GET(static.Prefix+"*", echo.WrapHandler(d.assets))
-	e.GET("/", d.page(d.dashboard))
-	e.GET("/inbox", d.page(d.inbox))
-	e.GET("/tasks/new", d.page(d.newTaskForm))
-	e.POST("/tasks/new", d.page(d.createTaskForm))
-	e.GET("/tasks/:id", d.page(d.taskPage))
-	e.POST("/tasks/:id/decide", d.page(d.decideForm))
-	e.POST("/tasks/:id/cancel", d.page(d.cancelForm))
-	e.POST("/tasks/:id/retry", d.page(d.retryForm))
-	e.GET("/tasks/:id/live", d.taskLive)
-	e.GET("/live/dashboard", d.dashboardLive)
-	e.GET("/live/inbox", d.inboxLive)
+	get, post := http.MethodGet, http.MethodPost
+	viewer, operator, approver, admin := auth.RoleViewer, auth.RoleOperator, auth.RoleApprover, auth.RoleAdmin
+	s.route(get, static.Prefix+"*", "", echo.WrapHandler(d.assets))
+	d.route(get, "/login", "", d.loginPage, true)
+	d.route(post, "/login", "", d.login, true)
+	d.route(post, "/logout", viewer, d.logout, true)
+	d.route(get, "/", viewer, d.dashboard, true)
+	d.route(get, "/inbox", viewer, d.inbox, true)
+	d.route(get, "/tasks/new", operator, d.newTaskForm, true)
+	d.route(post, "/tasks/new", operator, d.createTaskForm, true)
+	d.route(get, "/tasks/:id", viewer, d.taskPage, true)
+	d.route(post, "/tasks/:id/decide", approver, d.decideForm, true)
+	d.route(post, "/tasks/:id/cancel", operator, d.cancelForm, true)
+	d.route(post, "/tasks/:id/retry", operator, d.retryForm, true)
+	d.route(get, "/tasks/:id/live", viewer, d.taskLive, false)
+	d.route(get, "/live/dashboard", viewer, d.dashboardLive, false)
+	d.route(get, "/live/inbox", viewer, d.inboxLive, false)
+	d.route(get, "/audit", admin, d.auditPage, true)
+	d.route(get, "/admin/users", admin, d.usersPage, true)
+	d.route(post, "/admin/users", admin, d.addUserForm, true)
+	d.route(post, "/admin/users/:name", admin, d.userForm, true)
+	d.route(get, "/admin/tokens", admin, d.tokensPage, true)
+	d.route(post, "/admin/tokens", admin, d.createTokenForm, true)
+	d.route(post, "/admin/tokens/:id/revoke", admin, d.revokeTokenForm, true)
 }
 
 // page adapts a page handler: a state-changing request from another origin
@@ -105,12 +116,8 @@ func (d *desk) write(c echo.Context, status int, comp templ.Component) error {
 	if err := comp.Render(c.Request().Context(), &buf); err != nil {
 		return fmt.Errorf("render page: %w", err)
 	}
-	h := c.Response().Header()
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "same-origin")
-	h.Set("Content-Security-Policy", contentSecurityPolicy)
+	// The security headers (securityHeaders) are on every response.
+	c.Response().Header().Set("Cache-Control", "no-store")
 	return c.HTMLBlob(status, buf.Bytes())
 }
 
@@ -121,7 +128,18 @@ func (d *desk) pageMeta(ctx context.Context, title, nav string) views.Page {
 	if err != nil && !errors.Is(err, context.Canceled) {
 		d.s.log.Warn("inbox count", "error", err)
 	}
-	return views.Page{Title: title, Nav: nav, InboxCount: n, Assets: d.assets}
+	return withUser(ctx, views.Page{Title: title, Nav: nav, InboxCount: n, Assets: d.assets})
+}
+
+// withUser puts the signed-in user and the session's CSRF token in a
+// page's frame.
+func withUser(ctx context.Context, p views.Page) views.Page {
+	if u := userOf(ctx); !u.p.IsZero() {
+		p.CSRF = u.csrf
+		p.User = &views.PageUser{Name: u.p.Name, Role: string(u.p.Role), Operator: u.p.Can(auth.RoleOperator),
+			Admin: u.p.Can(auth.RoleAdmin)}
+	}
+	return p
 }
 
 // isHX reports an htmx request.
@@ -129,85 +147,12 @@ func isHX(c echo.Context) bool { return c.Request().Header.Get("HX-Request") == 
 
 // sameOrigin reports whether a request comes from one of our pages: an
 // Origin header, when the browser sends one, names this host; otherwise
-// Fetch metadata does not say cross-site. (Sessions with a CSRF token come
-// with users.)
+// Fetch metadata does not say cross-site. (Posts also carry the session's
+// CSRF token; websockets have no other defence.)
 func sameOrigin(r *http.Request) bool {
 	if o := r.Header.Get("Origin"); o != "" {
 		u, err := url.Parse(o)
 		return err == nil && strings.EqualFold(u.Host, r.Host)
 	}
 	return r.Header.Get("Sec-Fetch-Site") != "cross-site"
-}
-
-// --- who acts ---
-//
-// Until users and sessions exist (issue 6), the desk knows a person by the
-// name they type once, kept in a cookie. Everything that needs "who" goes
-// through actorOf, so sessions replace this one place.
-
-const (
-	reviewerCookie = "gatehouse_reviewer"
-	maxReviewer    = 80
-)
-
-// reviewer is the remembered name, or "".
-func reviewer(r *http.Request) string {
-	ck, err := r.Cookie(reviewerCookie)
-	if err != nil {
-		return ""
-	}
-	v, err := url.QueryUnescape(ck.Value)
-	if err != nil {
-		return ""
-	}
-	if name, ok := cleanName(v); ok {
-		return name
-	}
-	return ""
-}
-
-// actor is who performs a form's action: the decided_by field when the
-// form has one, else the remembered name. It returns a message for the
-// field when there is no usable name.
-func actorOf(c echo.Context) (string, string) {
-	raw := c.FormValue("decided_by")
-	if strings.TrimSpace(raw) == "" {
-		if r := reviewer(c.Request()); r != "" {
-			return r, ""
-		}
-		return "", "Enter your name: it is recorded with your decision."
-	}
-	name, ok := cleanName(raw)
-	if !ok {
-		return "", fmt.Sprintf("Use up to %d characters of text for your name.", maxReviewer)
-	}
-	return name, ""
-}
-
-// rememberName keeps the name for the next forms of this browser.
-func rememberName(c echo.Context, name string) {
-	c.SetCookie(&http.Cookie{Name: reviewerCookie, Value: url.QueryEscape(name), Path: "/", MaxAge: 365 * 24 * 3600,
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: c.Request().TLS != nil})
-}
-
-// cleanName is a name on one line without control characters.
-func cleanName(s string) (string, bool) {
-	s = strings.Join(strings.Fields(s), " ")
-	if s == "" || utf8.RuneCountInString(s) > maxReviewer || !utf8.ValidString(s) {
-		return "", false
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return "", false
-		}
-	}
-	return s, true
-}
-
-// startedBy is the created_by of a task started from the desk.
-func startedBy(r *http.Request) string {
-	if n := reviewer(r); n != "" {
-		return n
-	}
-	return "desk"
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
 )
 
@@ -16,14 +17,12 @@ import (
 // pendingSel matches the open decision form of an interrupt kind.
 func pendingSel(kind string) string { return `#interrupt article.pending[data-kind=` + kind + `]` }
 
-// decide fills and submits the open form: approve, or reject with feedback.
-func (b *tab) decide(kind, action, name, feedback string) {
+// decide fills and submits the open form as the tab's user: approve, or
+// reject with feedback.
+func (b *tab) decide(kind, action, feedback string) {
 	b.t.Helper()
 	sel := pendingSel(kind)
 	b.waitJS(`document.querySelector(`+jsq(sel)+`)`, 20*time.Second)
-	if name != "" {
-		b.do(chromedp.SetValue(chromedp.CSS(sel+` #reviewer`), name))
-	}
 	if feedback != "" {
 		b.do(chromedp.SetValue(chromedp.CSS(sel+` textarea[name=feedback]`), feedback))
 	}
@@ -38,9 +37,14 @@ func (b *tab) decide(kind, action, name, feedback string) {
 func TestDeskFeatureWalk(t *testing.T) {
 	t.Parallel()
 	env := newDeskEnv(t)
+	// Ada starts the task and approves its merge herself: this walk runs
+	// without separation of duties (TestDeskSeparationOfDuties has it).
+	env.stopServer()
+	env.policy = auth.NewPolicy(nil, nil)
+	env.startServer()
 	release := env.exec.hold("feature.requirements", 2)
 	defer release()
-	b := openTab(t, "walk")
+	b := env.openTab(t, "ada")
 
 	b.do(chromedp.Navigate(env.base + "/tasks/new"))
 	b.waitJS(`document.querySelector("form#new-task textarea[name='input.description']")`, 10*time.Second)
@@ -79,13 +83,13 @@ func TestDeskFeatureWalk(t *testing.T) {
 	}
 
 	const feedback = "Add an acceptance criterion for exports over 10,000 rows."
-	b.decide("prd", "reject", "Ada", feedback)
+	b.decide("prd", "reject", feedback)
 	b.waitJS(`document.querySelector('[data-node=requirements][data-status=running][data-iteration="2"]')`, 15*time.Second)
 	b.waitJS(`document.querySelector("main").dataset.taskStatus === "running"`, 5*time.Second)
 	if got := b.text("#timeline"); !strings.Contains(got, "Started requirements again (iteration 2)") {
 		t.Fatalf("timeline without the re-run: %q", got)
 	}
-	if got := b.text("#interrupt .outcome"); !strings.Contains(got, "rejected by Ada") {
+	if got := b.text("#interrupt .outcome"); !strings.Contains(got, "rejected by ada") {
 		t.Fatalf("outcome after reject: %q", got)
 	}
 	b.screenshot("requirements-iteration-2-running")
@@ -111,12 +115,12 @@ func TestDeskFeatureWalk(t *testing.T) {
 	}
 	b.screenshot("artifact-diff")
 
-	b.decide("prd", "approve", "", "")
+	b.decide("prd", "approve", "")
 	b.waitJS(`document.querySelector(`+jsq(pendingSel("plan"))+`)`, 20*time.Second)
 	b.screenshot("plan-waiting")
-	b.decide("plan", "approve", "", "")
+	b.decide("plan", "approve", "")
 	b.waitJS(`document.querySelector(`+jsq(pendingSel("merge"))+`)`, 20*time.Second)
-	b.decide("merge", "approve", "", "")
+	b.decide("merge", "approve", "")
 	b.waitJS(`document.querySelector("main").dataset.taskStatus === "succeeded"`, 20*time.Second)
 	b.waitJS(`document.querySelector('[data-node=merge][data-status=done]')`, 5*time.Second)
 	if !eval[bool](b, `window.__samePage === true`) {
@@ -130,7 +134,7 @@ func TestDeskFeatureWalk(t *testing.T) {
 			t.Errorf("node %s status %q, want done", n, st)
 		}
 	}
-	if got := b.text("#decisions"); strings.Count(got, "by Ada") != 4 {
+	if got := b.text("#decisions"); strings.Count(got, "by ada") != 4 {
 		t.Errorf("decisions list: %q", got)
 	}
 	b.screenshot("succeeded")
@@ -145,7 +149,7 @@ func TestDeskTwoReviewers(t *testing.T) {
 	env := newDeskEnv(t)
 	id := env.createFeature("Two reviewers")
 	env.waitPending(id, "prd")
-	alice, bob := openTab(t, "alice"), openTab(t, "bob")
+	alice, bob := env.openTab(t, "alice"), env.openTab(t, "bob")
 	for _, b := range []*tab{alice, bob} {
 		b.do(chromedp.Navigate(env.base + "/tasks/" + id))
 		b.waitJS(`document.querySelector(`+jsq(pendingSel("prd"))+`)`, 10*time.Second)
@@ -153,7 +157,7 @@ func TestDeskTwoReviewers(t *testing.T) {
 	}
 	bob.do(chromedp.SetValue(chromedp.CSS(pendingSel("prd")+" textarea[name=feedback]"), "half-typed thought"))
 
-	alice.decide("prd", "approve", "alice", "")
+	alice.decide("prd", "approve", "")
 	start := time.Now()
 	bob.waitJS(`(function(){var o=document.querySelector("#interrupt .outcome[data-action=approve]");return o&&o.textContent.indexOf("approved by alice")>=0})()`, time.Second)
 	t.Logf("bob saw alice's decision %v after her click", time.Since(start))
@@ -165,12 +169,12 @@ func TestDeskTwoReviewers(t *testing.T) {
 		b.waitJS(`document.querySelector(`+jsq(pendingSel("plan"))+`)`, 20*time.Second)
 	}
 	eval[bool](bob, `(document.getElementById("live").remove(), true)`)
-	alice.decide("plan", "approve", "", "")
+	alice.decide("plan", "approve", "")
 	alice.waitJS(`document.querySelector(`+jsq(pendingSel("merge"))+`)`, 20*time.Second)
 	if bob.text(pendingSel("plan")) == "" {
 		t.Fatal("bob's stale plan form is gone; the late submit cannot be tested")
 	}
-	bob.decide("plan", "approve", "bob", "")
+	bob.decide("plan", "approve", "")
 	bob.waitJS(`document.querySelector("#interrupt .outcome.late")`, 10*time.Second)
 	got := bob.text("#interrupt")
 	if !strings.Contains(got, "Someone decided before you") || !strings.Contains(got, "approved by alice") {
@@ -190,10 +194,10 @@ func TestDeskFeedbackIsText(t *testing.T) {
 	const evil = `<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">`
 	id := env.createFeature(`Title <img src=x onerror="window.__pwned=3">`)
 	env.waitPending(id, "prd")
-	b := openTab(t, "xss")
+	b := env.openTab(t, "mallory")
 	b.do(chromedp.Navigate(env.base + "/tasks/" + id))
 	b.liveOpen()
-	b.decide("prd", "reject", "Mallory", evil)
+	b.decide("prd", "reject", evil)
 	b.waitJS(`document.querySelector(`+jsq(pendingSel("prd")+` .changes`)+`)`, 20*time.Second)
 
 	noPwn := func(where string) {
@@ -243,7 +247,7 @@ func TestDeskReconnect(t *testing.T) {
 	env := newDeskEnv(t)
 	id := env.createFeature("Reconnect")
 	prd := env.waitPending(id, "prd")
-	b := openTab(t, "reconnect")
+	b := env.openTab(t, "reconnect")
 	b.do(chromedp.Navigate(env.base + "/tasks/" + id))
 	b.waitJS(`document.querySelector(`+jsq(pendingSel("prd"))+`)`, 10*time.Second)
 	b.liveOpen()
@@ -288,7 +292,7 @@ func TestDeskReconnect(t *testing.T) {
 func TestDeskNewTaskInvalid(t *testing.T) {
 	t.Parallel()
 	env := newDeskEnv(t)
-	b := openTab(t, "form")
+	b := env.openTab(t, "form")
 	b.do(chromedp.Navigate(env.base + "/tasks/new"))
 	b.waitJS(`document.querySelector("form#new-task")`, 10*time.Second)
 	// Spaces pass the browser's required check; the server refuses them.
@@ -326,7 +330,7 @@ func TestDeskNewTaskInvalid(t *testing.T) {
 func TestDeskDashboardLive(t *testing.T) {
 	t.Parallel()
 	env := newDeskEnv(t)
-	dash, inbox := openTab(t, "dashboard"), openTab(t, "inbox")
+	dash, inbox := env.openTab(t, "dashboard"), env.openTab(t, "inbox")
 	consoleErrors := dash.watchConsole()
 	dash.do(chromedp.Navigate(env.base + "/"))
 	inbox.do(chromedp.Navigate(env.base + "/inbox"))
@@ -373,7 +377,7 @@ func TestDeskDashboardLive(t *testing.T) {
 func TestDeskPickWorkflow(t *testing.T) {
 	t.Parallel()
 	env := newDeskEnv(t, askWorkflow(t))
-	b := openTab(t, "pick")
+	b := env.openTab(t, "quinn")
 	b.do(chromedp.Navigate(env.base + "/tasks/new"))
 	b.waitJS(`document.querySelector("textarea[name='input.description']")`, 10*time.Second)
 	eval[bool](b, `(function(){var s=document.getElementById("workflow-pick");s.value="ask";s.dispatchEvent(new Event("change",{bubbles:true}));return true})()`)
@@ -383,10 +387,10 @@ func TestDeskPickWorkflow(t *testing.T) {
 	}
 	b.click(`#new-task button[type=submit]`)
 	b.waitJS(`document.querySelector("main[data-task]") && document.querySelector("#interrupt article.pending[data-kind=question]")`, 15*time.Second)
-	b.do(chromedp.SetValue(chromedp.CSS("#reviewer"), "Quinn"), chromedp.SetValue(chromedp.CSS("#answer"), "About 5,000 euros"))
+	b.do(chromedp.SetValue(chromedp.CSS("#answer"), "About 5,000 euros"))
 	b.click(`#interrupt button[name=action][value=respond]`)
 	b.waitJS(`document.querySelector("main").dataset.taskStatus === "succeeded"`, 15*time.Second)
-	if got := b.text("#interrupt"); !strings.Contains(got, "answered by Quinn") {
+	if got := b.text("#interrupt"); !strings.Contains(got, "answered by quinn") {
 		t.Fatalf("outcome: %q", got)
 	}
 	b.screenshot("answered")

@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/live"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
@@ -84,6 +85,13 @@ type deskEnv struct {
 	run    *runner.Runner
 	exec   *holdExec
 	log    *slog.Logger
+	auth   *auth.Service
+	// policy is the approval policy of the server (set it before a
+	// restart to change it); the default is production's.
+	policy auth.Policy
+
+	sessMu   sync.Mutex
+	sessions map[string]testSession
 
 	mu   sync.Mutex
 	srv  *Server
@@ -126,7 +134,9 @@ func newDeskEnv(t testing.TB, extra ...graph.Workflow) *deskEnv {
 	run := runner.New(store, engine, runner.Config{Owner: "desk-test", Workers: 4, LeaseTTL: 5 * time.Second, Logger: log})
 	hub.OnRunnable(func(string) { run.Wake() })
 	run.Start()
-	e := &deskEnv{t: t, pool: pool, store: store, engine: engine, hub: hub, run: run, exec: ex, log: log}
+	e := &deskEnv{t: t, pool: pool, store: store, engine: engine, hub: hub, run: run, exec: ex, log: log,
+		auth: auth.NewService(auth.Config{Store: store, BootstrapToken: testToken}), policy: auth.DefaultPolicy(),
+		sessions: map[string]testSession{}}
 	t.Cleanup(func() {
 		e.stopServer()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -156,8 +166,9 @@ func (e *deskEnv) startServer() {
 	e.t.Helper()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	srv := New(Deps{Engine: e.engine, Store: e.store, Hub: e.hub, Wake: e.run.Wake, BootstrapToken: testToken,
-		Logger: e.log, Version: "test"})
+	deps := Deps{Engine: e.engine, Store: e.store, Hub: e.hub, Wake: e.run.Wake, Auth: e.auth,
+		Decider: auth.NewDecider(e.engine, e.store, e.policy, e.log), Logger: e.log, Version: "test"}
+	srv := New(deps)
 	addr := e.addr
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -171,8 +182,7 @@ func (e *deskEnv) startServer() {
 			bound = a.String()
 			break
 		}
-		srv = New(Deps{Engine: e.engine, Store: e.store, Hub: e.hub, Wake: e.run.Wake, BootstrapToken: testToken,
-			Logger: e.log, Version: "test"})
+		srv = New(deps)
 		time.Sleep(100 * time.Millisecond)
 	}
 	if err != nil {

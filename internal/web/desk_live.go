@@ -72,6 +72,9 @@ func (d *desk) serveLive(c echo.Context, last int64, start liveStart) error {
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	// The decision area this page gets: what its principal may do.
+	who := userOf(r.Context()).p
+	area := func(snap *taskSnap) ([]byte, error) { return snap.areaHTML(ctx, d, d.capsFor(who, snap.data)) }
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
@@ -103,7 +106,7 @@ loop:
 		select {
 		case msg := <-out:
 			_ = conn.SetWriteDeadline(time.Now().Add(s.writeWait))
-			if err := msg.write(conn, &last); err != nil {
+			if err := msg.write(conn, &last, area); err != nil {
 				break loop
 			}
 		case <-ping.C:
@@ -152,7 +155,11 @@ func (d *desk) taskLive(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := d.s.store.Task(c.Request().Context(), id); err != nil {
+	t, err := d.s.store.Task(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	if err := mayRead(principalOf(c), t); err != nil {
 		return err
 	}
 	ik := c.QueryParam("ik")
@@ -168,19 +175,22 @@ type liveItem struct {
 }
 
 // liveMsg is one websocket message in pieces, shared by every socket that
-// sends it: timeline entries (each socket sends those it has not sent) and
-// the rest as is.
+// sends it: timeline entries (each socket sends those it has not sent), the
+// rest as is, and, when area is set, that snapshot's decision area as the
+// socket's principal may use it (before the last part, the meta).
 type liveMsg struct {
 	items []liveItem
 	parts [][]byte
+	area  *taskSnap
 }
 
 const timelineOpen, timelineClose = `<ol id="timeline" hx-swap-oob="beforeend">`, `</ol>`
 
 // write sends the message as one text frame sequence, skipping timeline
 // entries up to *last; it moves *last on. A message with entries that
-// are all old and nothing else is not sent.
-func (m liveMsg) write(conn *websocket.Conn, last *int64) error {
+// are all old and nothing else is not sent. area renders the decision
+// area for this socket.
+func (m liveMsg) write(conn *websocket.Conn, last *int64, area func(*taskSnap) ([]byte, error)) error {
 	fresh := m.items[:0:0]
 	for _, it := range m.items {
 		if it.seq > *last {
@@ -202,7 +212,15 @@ func (m liveMsg) write(conn *websocket.Conn, last *int64) error {
 		_, _ = io.WriteString(w, timelineClose)
 		*last = fresh[len(fresh)-1].seq
 	}
-	for _, p := range m.parts {
+	for i, p := range m.parts {
+		if i == len(m.parts)-1 && m.area != nil && area != nil {
+			b, err := area(m.area)
+			if err != nil {
+				_ = w.Close()
+				return err
+			}
+			_, _ = w.Write(b)
+		}
 		_, _ = w.Write(p)
 	}
 	return w.Close()
@@ -322,11 +340,14 @@ func (f *feeds) catchUp(ctx context.Context, id string, after, last int64, ik, k
 		}
 		msg.items = append(msg.items, liveItem{evs[i].Seq, b})
 	}
-	parts, err := f.d.snapParts(ctx, snap, evs, ik, max(after, last))
+	parts, area, err := f.d.snapParts(ctx, snap, evs, ik, max(after, last))
 	if err != nil {
 		return liveMsg{}, false, err
 	}
 	msg.parts = parts
+	if area {
+		msg.area = snap
+	}
 	return msg, true, nil
 }
 
@@ -491,19 +512,23 @@ func (f *feeds) render(ctx context.Context, feed *taskFeed, batch []graph.Event)
 	feed.mu.Lock()
 	ik := feed.key
 	feed.mu.Unlock()
-	parts, err := f.d.snapParts(ctx, snap, batch, ik, batch[len(batch)-1].Seq)
+	parts, area, err := f.d.snapParts(ctx, snap, batch, ik, batch[len(batch)-1].Seq)
 	if err != nil {
 		return liveMsg{}, "", err
 	}
 	msg.parts = parts
+	if area {
+		msg.area = snap
+	}
 	return msg, interruptKey(snap.data), nil
 }
 
 // snapParts are the page parts a batch of events changes, from the
 // snapshot: head and graph always; state, decisions, artifacts and the
-// inbox count when the events touch them; the decision area when its key
-// differs from ik; last the meta that the page's script reads.
-func (d *desk) snapParts(ctx context.Context, snap *taskSnap, evs []graph.Event, ik string, seq int64) ([][]byte, error) {
+// inbox count when the events touch them; last the meta that the page's
+// script reads. area reports that the decision area's key differs from
+// ik: each socket then sends the area as its principal may use it.
+func (d *desk) snapParts(ctx context.Context, snap *taskSnap, evs []graph.Event, ik string, seq int64) (parts [][]byte, area bool, err error) {
 	var state, decisions, artifacts, inbox bool
 	for i := range evs {
 		ev := &evs[i]
@@ -524,18 +549,18 @@ func (d *desk) snapParts(ctx context.Context, snap *taskSnap, evs []graph.Event,
 		// A page that missed nothing but shows another decision area.
 		state, artifacts, inbox = true, true, true
 	}
-	parts := [][]byte{snap.head, snap.graph}
+	parts = [][]byte{snap.head, snap.graph}
 	if state {
 		b, err := snap.stateHTML(ctx, d)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		parts = append(parts, b)
 	}
 	if decisions {
 		b, err := snap.decisionsHTML(ctx, evs)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		parts = append(parts, b)
 	}
@@ -546,18 +571,11 @@ func (d *desk) snapParts(ctx context.Context, snap *taskSnap, evs []graph.Event,
 		parts = append(parts, snap.inbox)
 	}
 	key := interruptKey(snap.data)
-	if key != ik {
-		b, err := snap.areaHTML(ctx, d)
-		if err != nil {
-			return nil, err
-		}
-		parts = append(parts, b)
-	}
 	var meta bytes.Buffer
 	if err := views.LiveMeta(seq, string(snap.data.task.Status), key, true).Render(ctx, &meta); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return append(parts, meta.Bytes()), nil
+	return append(parts, meta.Bytes()), key != ik, nil
 }
 
 // taskSnap is a task as loaded once for every page that follows it, with
@@ -570,7 +588,7 @@ type taskSnap struct {
 	mu    sync.Mutex
 	items map[int64][]byte
 	state []byte
-	area  []byte
+	area  map[string][]byte // by areaCaps.key()
 }
 
 // item is the rendered timeline entry of an event.
@@ -635,19 +653,25 @@ func (s *taskSnap) stateHTML(ctx context.Context, d *desk) ([]byte, error) {
 	return s.state, nil
 }
 
-// areaHTML is the decision area, rendered once; the page's script puts
-// the reviewer's name in.
-func (s *taskSnap) areaHTML(ctx context.Context, d *desk) ([]byte, error) {
+// areaHTML is the decision area for what caps allow, rendered once per
+// caps and shared by every page with them; the page's script adds its
+// session's CSRF token to the forms.
+func (s *taskSnap) areaHTML(ctx context.Context, d *desk, caps areaCaps) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.area == nil {
-		var buf bytes.Buffer
-		if err := views.InterruptArea(d.interruptView(s.data, ""), true).Render(ctx, &buf); err != nil {
-			return nil, err
-		}
-		s.area = buf.Bytes()
+	k := caps.key()
+	if b, ok := s.area[k]; ok {
+		return b, nil
 	}
-	return s.area, nil
+	var buf bytes.Buffer
+	if err := views.InterruptArea(d.interruptViewCaps(s.data, "", caps, ""), true).Render(ctx, &buf); err != nil {
+		return nil, err
+	}
+	if s.area == nil {
+		s.area = map[string][]byte{}
+	}
+	s.area[k] = buf.Bytes()
+	return s.area[k], nil
 }
 
 // taskCache holds the latest snapshot of the tasks being watched: a socket

@@ -72,7 +72,7 @@ func (d *desk) dashboard(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page := views.Page{Title: "Tasks", Nav: "dashboard", InboxCount: body.InboxCount, Assets: d.assets}
+	page := withUser(ctx, views.Page{Title: "Tasks", Nav: "dashboard", InboxCount: body.InboxCount, Assets: d.assets})
 	live := "/live/dashboard"
 	if qs := q.values().Encode(); qs != "" {
 		live += "?" + qs
@@ -241,7 +241,7 @@ func (d *desk) inbox(c echo.Context) error {
 		return err
 	}
 	// The navigation counts every pending interrupt, whatever the filter.
-	page := views.Page{Title: "Inbox", Nav: "inbox", InboxCount: body.Total, Assets: d.assets}
+	page := withUser(c.Request().Context(), views.Page{Title: "Inbox", Nav: "inbox", InboxCount: body.Total, Assets: d.assets})
 	if q.Kind != "" {
 		if page.InboxCount, err = d.pendingCount(c.Request().Context()); err != nil {
 			return err

@@ -349,7 +349,7 @@ func (d *desk) createTaskForm(c echo.Context) error {
 		title = defaultTitle(desc.Name, rawInput)
 	}
 	t, err := d.s.engine.Create(c.Request().Context(), graph.NewTask{Workflow: desc.Name, Title: title, Input: rawInput,
-		Options: rawOpts, CreatedBy: startedBy(c.Request())})
+		Options: rawOpts, CreatedBy: principalOf(c).Name})
 	var ve *graph.ValidationError
 	if errors.As(err, &ve) {
 		placed := false

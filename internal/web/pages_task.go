@@ -17,6 +17,7 @@ import (
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
+	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/views"
 )
@@ -37,6 +38,9 @@ type taskData struct {
 	decisions  []graph.Decision
 	checkpoint *graph.Checkpoint
 	pending    *graph.Interrupt
+	// approvals are the approvers so far of interrupts whose kind needs
+	// several, by interrupt id.
+	approvals map[string][]string
 }
 
 // loadTask reads a task and everything about it.
@@ -93,6 +97,9 @@ func (d *desk) loadTaskSince(ctx context.Context, id string, prev *taskData) (*t
 	if td.decisions, err = st.Decisions(ctx, id); err != nil {
 		return nil, err
 	}
+	if td.approvals, err = st.TaskApprovals(ctx, id); err != nil {
+		return nil, err
+	}
 	cp, err := st.CurrentCheckpoint(ctx, id)
 	switch {
 	case errors.Is(err, graph.ErrTaskNotFound):
@@ -134,8 +141,11 @@ func (d *desk) taskPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := mayRead(principalOf(c), td.task); err != nil {
+		return err
+	}
 	sel := parseArtifactSel(c.QueryParams())
-	page := d.buildTaskPage(td, sel, reviewer(c.Request()))
+	page := d.buildTaskPage(td, sel, userOf(ctx))
 	page.Page = d.pageMeta(ctx, td.task.Title, "")
 	if isHX(c) && c.Request().Header.Get("HX-Target") == "artifact-view" {
 		// Only what the artifact links swap: the view, and the index for its
@@ -147,10 +157,14 @@ func (d *desk) taskPage(c echo.Context) error {
 }
 
 // buildTaskPage shapes a task's data for the page.
-func (d *desk) buildTaskPage(td *taskData, sel artifactSel, who string) views.TaskPage {
+func (d *desk) buildTaskPage(td *taskData, sel artifactSel, who deskUser) views.TaskPage {
 	t := td.task
 	p := views.TaskPage{LastSeq: td.lastSeq, LiveBase: "/tasks/" + t.ID + "/live"}
 	p.Head = d.taskHead(td)
+	p.Head.CSRF = who.csrf
+	if !who.p.Can(auth.RoleOperator) {
+		p.Head.CanCancel, p.Head.CanRetry = false, false
+	}
 	p.Graph = d.taskGraph(td)
 	for i := range td.events {
 		p.Timeline = append(p.Timeline, timelineItem(&td.events[i]))
@@ -346,9 +360,13 @@ func (d *desk) artifactsView(td *taskData, sel artifactSel) views.ArtifactsView 
 	return av
 }
 
-// interruptKey identifies what the decision area shows.
+// interruptKey identifies what the decision area shows (the approvals
+// so far included: each one changes it).
 func interruptKey(td *taskData) string {
 	if td.pending != nil {
+		if n := len(td.approvals[td.pending.ID]); n > 0 {
+			return "p:" + td.pending.ID + ":" + strconv.Itoa(n)
+		}
 		return "p:" + td.pending.ID
 	}
 	if n := len(td.decisions); n > 0 {
@@ -357,9 +375,16 @@ func interruptKey(td *taskData) string {
 	return "s:" + string(td.task.Status)
 }
 
-// interruptView is the decision area.
-func (d *desk) interruptView(td *taskData, who string) views.InterruptView {
-	v := views.InterruptView{TaskID: td.task.ID, Key: interruptKey(td), Reviewer: who, Status: string(td.task.Status)}
+// interruptView is the decision area as who sees it: only the forms they
+// may use, with the session's CSRF token.
+func (d *desk) interruptView(td *taskData, who deskUser) views.InterruptView {
+	return d.interruptViewCaps(td, who.p.Name, d.capsFor(who.p, td), who.csrf)
+}
+
+// interruptViewCaps is the decision area for caps; csrf "" leaves the
+// token to the page's script (the copy live pages share).
+func (d *desk) interruptViewCaps(td *taskData, name string, caps areaCaps, csrf string) views.InterruptView {
+	v := views.InterruptView{TaskID: td.task.ID, Key: interruptKey(td), Reviewer: name, Status: string(td.task.Status)}
 	if n := len(td.decisions); n > 0 {
 		o := outcomeOf(td, &td.decisions[n-1])
 		v.Outcome = &o
@@ -367,6 +392,9 @@ func (d *desk) interruptView(td *taskData, who string) views.InterruptView {
 	v.Thread = thread(td)
 	if td.pending != nil {
 		v.Pending = d.pendingForm(td, td.pending)
+		withCaps(v.Pending, caps)
+		v.Pending.Approvals = d.approvalsLine(td)
+		v.Pending.CSRF = csrf
 	}
 	return v
 }
@@ -628,34 +656,42 @@ func (d *desk) decideForm(c echo.Context) error {
 	action := strings.TrimSpace(c.FormValue("action"))
 	feedback := c.FormValue("feedback")
 	value := c.FormValue("value")
-	who, whoErr := actorOf(c)
-	fieldErrs := map[string]string{}
-	var decideErr error
-	if whoErr != "" {
-		fieldErrs["decided_by"] = whoErr
-	} else {
-		var raw json.RawMessage
-		if strings.TrimSpace(value) != "" {
-			raw, _ = json.Marshal(value)
-		}
-		_, decideErr = d.s.engine.Decide(ctx, id, graph.DecisionInput{InterruptID: itrID, Action: action,
-			Feedback: feedback, Value: raw, DecidedBy: who})
-		rememberName(c, who)
+	who := userOf(ctx)
+	t, err := d.s.store.Task(ctx, id)
+	if err != nil {
+		return err
 	}
+	if err := mayRead(who.p, t); err != nil {
+		return err
+	}
+	fieldErrs := map[string]string{}
+	var raw json.RawMessage
+	if strings.TrimSpace(value) != "" {
+		raw, _ = json.Marshal(value)
+	}
+	// The decision is the signed-in principal's, under the approval policy.
+	out, decideErr := d.s.decider.Decide(ctx, who.p, id, graph.DecisionInput{InterruptID: itrID, Action: action,
+		Feedback: feedback, Value: raw})
 	var (
 		ve   *graph.ValidationError
 		cf   *graph.ConflictError
+		fb   *auth.ForbiddenError
 		late bool
 	)
 	status := http.StatusOK
 	switch {
-	case whoErr != "":
-		status = http.StatusUnprocessableEntity
 	case decideErr == nil:
-		d.s.wakeRunner()
+		if !out.Pending() {
+			d.s.wakeRunner()
+		}
 		if !isHX(c) {
 			return c.Redirect(http.StatusSeeOther, "/tasks/"+id+"#decide")
 		}
+	case errors.As(decideErr, &fb):
+		// Refused with the reason (separation of duties, the same approver
+		// twice, another kind): the area says why, and changes nothing.
+		status = http.StatusForbidden
+		fieldErrs[""] = fb.Reason
 	case errors.As(decideErr, &ve):
 		status = http.StatusUnprocessableEntity
 		field := ve.Field
@@ -748,7 +784,14 @@ func (d *desk) transition(c echo.Context, do func(ctx context.Context, id, who s
 	if err != nil {
 		return notFound("task")
 	}
-	if err := do(c.Request().Context(), id, startedBy(c.Request())); err != nil {
+	t, err := d.s.store.Task(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	if err := mayRead(principalOf(c), t); err != nil {
+		return err
+	}
+	if err := do(c.Request().Context(), id, principalOf(c).Name); err != nil {
 		return err
 	}
 	if isHX(c) {

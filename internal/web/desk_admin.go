@@ -1,0 +1,255 @@
+package web
+
+// The administration pages (admin role): users, API tokens and the audit
+// trail. Every change is recorded in the audit trail with its actor by the
+// store, in the same statement.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/views"
+)
+
+func roleNames() []string {
+	out := make([]string, 0, len(auth.Roles))
+	for _, r := range auth.Roles {
+		out = append(out, string(r))
+	}
+	return out
+}
+
+// adminMessage words an administrative refusal for the page.
+func adminMessage(err error) (string, bool) {
+	var inv *auth.InvalidError
+	switch {
+	case errors.As(err, &inv):
+		return sentence(inv.Field + " " + inv.Message), true
+	case errors.Is(err, auth.ErrExists):
+		return "A user of that name exists already.", true
+	case errors.Is(err, auth.ErrNotFound):
+		return "There is no such user or token (any more).", true
+	}
+	return "", false
+}
+
+// --- users ---
+
+// usersPage: GET /admin/users.
+func (d *desk) usersPage(c echo.Context) error {
+	return d.writeUsers(c, http.StatusOK, views.UsersPage{Message: c.QueryParam("done")})
+}
+
+func (d *desk) writeUsers(c echo.Context, status int, page views.UsersPage) error {
+	ctx := c.Request().Context()
+	users, err := d.s.auth.Users(ctx)
+	if err != nil {
+		return err
+	}
+	me := principalOf(c)
+	page.Page = d.pageMeta(ctx, "Users", "users")
+	page.Roles = roleNames()
+	if page.NewRole == "" {
+		page.NewRole = string(auth.RoleViewer)
+	}
+	for _, u := range users {
+		page.Users = append(page.Users, views.UserRow{Name: u.Username, Role: string(u.Role), Kinds: strings.Join(u.Kinds, ","),
+			Disabled: u.Disabled, Created: u.CreatedAt, Self: me.Kind == auth.KindUser && me.Name == u.Username})
+	}
+	return d.write(c, status, views.UsersView(page))
+}
+
+// addUserForm: POST /admin/users — username, role, kinds, password.
+func (d *desk) addUserForm(c echo.Context) error {
+	ctx := c.Request().Context()
+	name, roleRaw, kindsRaw := c.FormValue("username"), c.FormValue("role"), c.FormValue("kinds")
+	refuse := func(msg string) error {
+		return d.writeUsers(c, http.StatusUnprocessableEntity, views.UsersPage{Error: msg, NewName: name, NewRole: roleRaw,
+			NewKinds: kindsRaw})
+	}
+	role, err := auth.ParseRole(roleRaw)
+	if err != nil {
+		return refuse(sentence(err.Error()))
+	}
+	kinds, err := auth.ParseKinds(kindsRaw)
+	if err != nil {
+		msg, _ := adminMessage(err)
+		return refuse(msg)
+	}
+	u, err := d.s.auth.AddUser(ctx, principalOf(c).Name, name, c.FormValue("password"), role, kinds)
+	if msg, ok := adminMessage(err); ok {
+		return refuse(msg)
+	}
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/admin/users?"+url.Values{"done": {"User " + u.Username + " added."}}.Encode())
+}
+
+// userForm: POST /admin/users/:name — op=role (role, kinds), disable,
+// enable.
+func (d *desk) userForm(c echo.Context) error {
+	ctx := c.Request().Context()
+	name := strings.ToLower(strings.TrimSpace(c.Param("name")))
+	me := principalOf(c)
+	var done string
+	var err error
+	switch op := c.FormValue("op"); op {
+	case "role":
+		role, rerr := auth.ParseRole(c.FormValue("role"))
+		if rerr != nil {
+			return d.writeUsers(c, http.StatusUnprocessableEntity, views.UsersPage{Error: sentence(rerr.Error())})
+		}
+		kinds, kerr := auth.ParseKinds(c.FormValue("kinds"))
+		if kerr != nil {
+			msg, _ := adminMessage(kerr)
+			return d.writeUsers(c, http.StatusUnprocessableEntity, views.UsersPage{Error: msg})
+		}
+		if me.Kind == auth.KindUser && me.Name == name && role != auth.RoleAdmin {
+			return d.writeUsers(c, http.StatusUnprocessableEntity,
+				views.UsersPage{Error: "You cannot take the admin role from yourself; ask another admin."})
+		}
+		err = d.s.auth.SetRole(ctx, me.Name, name, role, kinds)
+		done = fmt.Sprintf("%s is now %s.", name, article(string(role)))
+	case "disable", "enable":
+		if me.Kind == auth.KindUser && me.Name == name {
+			return d.writeUsers(c, http.StatusUnprocessableEntity, views.UsersPage{Error: "You cannot disable yourself."})
+		}
+		if op == "disable" {
+			err = d.s.auth.DisableUser(ctx, me.Name, name)
+			done = name + " is disabled; their sessions have ended."
+		} else {
+			err = d.s.auth.EnableUser(ctx, me.Name, name)
+			done = name + " is enabled."
+		}
+	default:
+		return badRequest("op", "op must be role, disable or enable")
+	}
+	if msg, ok := adminMessage(err); ok {
+		return d.writeUsers(c, http.StatusUnprocessableEntity, views.UsersPage{Error: msg})
+	}
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/admin/users?"+url.Values{"done": {done}}.Encode())
+}
+
+// --- tokens ---
+
+// tokensPage: GET /admin/tokens.
+func (d *desk) tokensPage(c echo.Context) error {
+	return d.writeTokens(c, http.StatusOK, views.TokensPage{Message: c.QueryParam("done")})
+}
+
+func (d *desk) writeTokens(c echo.Context, status int, page views.TokensPage) error {
+	ctx := c.Request().Context()
+	toks, err := d.s.auth.Tokens(ctx)
+	if err != nil {
+		return err
+	}
+	page.Page = d.pageMeta(ctx, "API tokens", "tokens")
+	page.Roles = roleNames()
+	for _, t := range toks {
+		page.Tokens = append(page.Tokens, views.TokenRow{ID: t.ID, Name: t.Name, Role: string(t.Role), CreatedBy: t.CreatedBy,
+			Created: t.CreatedAt, LastUsed: t.LastUsedAt, Revoked: t.RevokedAt})
+	}
+	return d.write(c, status, views.TokensView(page))
+}
+
+// createTokenForm: POST /admin/tokens — name, role; the page shows the
+// token this once (and is not cached: no-store).
+func (d *desk) createTokenForm(c echo.Context) error {
+	role, err := auth.ParseRole(c.FormValue("role"))
+	if err != nil {
+		return d.writeTokens(c, http.StatusUnprocessableEntity, views.TokensPage{Error: sentence(err.Error())})
+	}
+	secret, t, err := d.s.auth.CreateToken(c.Request().Context(), principalOf(c).Name, c.FormValue("name"), role)
+	if msg, ok := adminMessage(err); ok {
+		return d.writeTokens(c, http.StatusUnprocessableEntity, views.TokensPage{Error: msg})
+	}
+	if err != nil {
+		return err
+	}
+	return d.writeTokens(c, http.StatusCreated, views.TokensPage{Secret: secret, SecretName: t.Name})
+}
+
+// revokeTokenForm: POST /admin/tokens/:id/revoke.
+func (d *desk) revokeTokenForm(c echo.Context) error {
+	t, err := d.s.auth.RevokeToken(c.Request().Context(), principalOf(c).Name, c.Param("id"))
+	if msg, ok := adminMessage(err); ok {
+		return d.writeTokens(c, http.StatusNotFound, views.TokensPage{Error: msg})
+	}
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/admin/tokens?"+url.Values{"done": {"Token " + t.Name + " is revoked."}}.Encode())
+}
+
+// --- audit ---
+
+// auditPage: GET /audit?actor=&kind=&since=&until= — the audit trail,
+// newest first, a page at a time.
+func (d *desk) auditPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	page := views.AuditPage{Actor: c.QueryParam("actor"), Kind: c.QueryParam("kind"), Since: c.QueryParam("since"),
+		Until: c.QueryParam("until")}
+	page.Page = d.pageMeta(ctx, "Audit trail", "audit")
+	f, err := auditFilter(c)
+	if err != nil {
+		page.Error = sentence(errorOf(err).Message)
+		return d.write(c, http.StatusBadRequest, views.AuditView(page))
+	}
+	evs, err := d.s.auth.AuditTrail(ctx, f)
+	if err != nil {
+		return err
+	}
+	for i := range evs {
+		page.Events = append(page.Events, auditRow(&evs[i]))
+	}
+	if n := len(evs); n > 0 && n == f.Limit {
+		q := c.QueryParams()
+		q.Set("until", evs[n-1].At.UTC().Format(time.RFC3339Nano))
+		page.MoreURL = "/audit?" + q.Encode()
+	}
+	return d.write(c, http.StatusOK, views.AuditView(page))
+}
+
+// auditRow shapes an event: its data as key=value pairs, the task linked.
+func auditRow(e *auth.AuditEvent) views.AuditRow {
+	r := views.AuditRow{At: e.At, Actor: e.Actor, Kind: e.Kind, Subject: e.Subject}
+	if e.TaskID != "" {
+		r.TaskURL = "/tasks/" + e.TaskID
+	}
+	var data map[string]any
+	if json.Unmarshal(e.Data, &data) == nil {
+		keys := make([]string, 0, len(data))
+		for k := range data {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var parts []string
+		for _, k := range keys {
+			v := data[k]
+			if s, ok := v.(string); ok {
+				if s == "" {
+					continue
+				}
+				parts = append(parts, k+"="+excerpt(s, 120))
+				continue
+			}
+			b, _ := json.Marshal(v)
+			parts = append(parts, k+"="+excerpt(string(b), 120))
+		}
+		r.Details = strings.Join(parts, "  ")
+	}
+	return r
+}

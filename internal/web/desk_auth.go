@@ -1,0 +1,240 @@
+package web
+
+// The desk's side of who acts: every page needs a session (else the login
+// page), every route its least role, every form post its session's CSRF
+// token; the login and logout pages; and what the decision area offers
+// the person looking at it.
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/views"
+)
+
+// ctxKey carries the desk's principal in the request context, for code
+// that has a context but no echo.Context (page frames).
+type ctxKey struct{}
+
+// deskUser is who looks at a desk page: the principal and the session's
+// CSRF token.
+type deskUser struct {
+	p    auth.Principal
+	csrf string
+}
+
+// userOf is the page's user (zero outside a session).
+func userOf(ctx context.Context) deskUser {
+	u, _ := ctx.Value(ctxKey{}).(deskUser)
+	return u
+}
+
+// deskRoute registers a desk route: a session of at least role (none for
+// "", a public route), and the CSRF token on every post. Pages (page true)
+// answer errors as HTML pages.
+func (d *desk) route(method, path string, role auth.Role, h echo.HandlerFunc, page bool) {
+	s := d.s
+	if role != "" {
+		h = d.guard(role, h)
+	}
+	if page {
+		h = d.page(h)
+	}
+	s.e.Add(method, path, h)
+	s.roles[method+" "+path] = role
+}
+
+// guard loads the session and checks it: none (or an ended one) → the
+// login page; a role below min → 403; a post without the session's CSRF
+// token → 403, before anything else about the request.
+func (d *desk) guard(min auth.Role, next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ok, err := d.s.fromSession(c)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return d.loginRequired(c)
+		}
+		p, sess := principalOf(c), sessionOf(c)
+		r := c.Request()
+		c.SetRequest(r.WithContext(context.WithValue(r.Context(), ctxKey{}, deskUser{p: p, csrf: auth.CSRFToken(sess.CSRFKey)})))
+		if !safeMethod(r.Method) && !csrfValid(c, sess) {
+			var maxErr *http.MaxBytesError
+			if errors.As(c.Request().ParseForm(), &maxErr) {
+				return tooLarge()
+			}
+			return csrfRefused()
+		}
+		if !p.Can(min) {
+			return forbiddenRole(p, min)
+		}
+		return next(c)
+	}
+}
+
+// loginRequired answers a request without a valid session: pages go to
+// the login page (and come back after), htmx requests are told to go
+// there, anything else is 401.
+func (d *desk) loginRequired(c echo.Context) error {
+	r := c.Request()
+	switch {
+	case isHX(c):
+		next := "/"
+		if u, err := url.Parse(r.Header.Get("HX-Current-URL")); err == nil {
+			next = localPath(u.RequestURI())
+		}
+		c.Response().Header().Set("HX-Redirect", "/login?"+url.Values{"next": {next}}.Encode())
+		return c.NoContent(http.StatusUnauthorized)
+	case r.Method == http.MethodGet && r.Header.Get("Upgrade") == "":
+		return c.Redirect(http.StatusSeeOther, "/login?"+url.Values{"next": {localPath(r.URL.RequestURI())}}.Encode())
+	}
+	return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "Sign in first."}
+}
+
+// --- login and logout ---
+
+// The login form carries a token that matches a cookie of its own
+// (SameSite=Strict), so another site cannot sign a browser in to an
+// account of its choosing.
+const loginTokenLen = 43
+
+func (d *desk) loginToken(c echo.Context) string {
+	if ck, err := c.Cookie(loginCookie); err == nil && len(ck.Value) == loginTokenLen {
+		return ck.Value
+	}
+	tok := auth.RandomToken()
+	c.SetCookie(&http.Cookie{Name: loginCookie, Value: tok, Path: "/login", HttpOnly: true,
+		Secure: d.s.secure(c.Request()), SameSite: http.SameSiteStrictMode})
+	return tok
+}
+
+// loginPage: GET /login — the form; a signed-in visitor goes on.
+func (d *desk) loginPage(c echo.Context) error {
+	next := localPath(c.QueryParam("next"))
+	if ok, err := d.s.fromSession(c); err == nil && ok {
+		return c.Redirect(http.StatusSeeOther, next)
+	}
+	return d.writeLogin(c, http.StatusOK, views.LoginPage{Next: next})
+}
+
+func (d *desk) writeLogin(c echo.Context, status int, l views.LoginPage) error {
+	l.Page = views.Page{Title: "Sign in", Assets: d.assets}
+	l.CSRF = d.loginToken(c)
+	return d.write(c, status, views.LoginView(l))
+}
+
+// login: POST /login — checks the user name and password (throttled per
+// user name and address: 429), opens a session and goes to next.
+func (d *desk) login(c echo.Context) error {
+	form := views.LoginPage{Next: localPath(c.FormValue("next")), Username: strings.TrimSpace(c.FormValue("username"))}
+	ck, err := c.Cookie(loginCookie)
+	if err != nil || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(c.FormValue(csrfField))) != 1 {
+		form.Error = "The sign-in form expired. Try again."
+		return d.writeLogin(c, http.StatusForbidden, form)
+	}
+	r := c.Request()
+	l, err := d.s.auth.Login(r.Context(), form.Username, c.FormValue("password"), d.s.clientAddr(r), r.UserAgent())
+	var th *auth.ThrottledError
+	switch {
+	case errors.As(err, &th):
+		c.Response().Header().Set("Retry-After", fmt.Sprint(int(th.RetryAfter.Seconds()+0.999)))
+		form.Error = fmt.Sprintf("Too many failed attempts. Try again in %s.", humanDuration(th.RetryAfter))
+		return d.writeLogin(c, http.StatusTooManyRequests, form)
+	case errors.Is(err, auth.ErrBadCredentials):
+		form.Error = "Wrong user name or password."
+		return d.writeLogin(c, http.StatusUnauthorized, form)
+	case err != nil:
+		return err
+	}
+	d.s.setSessionCookie(c, l.Secret)
+	return c.Redirect(http.StatusSeeOther, form.Next)
+}
+
+// logout: POST /logout — ends the session on the server and forgets the
+// cookie.
+func (d *desk) logout(c echo.Context) error {
+	if sess := sessionOf(c); sess != nil {
+		if err := d.s.auth.Logout(c.Request().Context(), sess.ID, principalOf(c).Name); err != nil {
+			return err
+		}
+	}
+	d.s.clearSessionCookie(c)
+	return c.Redirect(http.StatusSeeOther, "/login")
+}
+
+// --- what the decision area offers ---
+
+// areaCaps is what a person may do with the pending interrupt, and why
+// not: the decision area is rendered once per distinct caps.
+type areaCaps struct {
+	decide  bool   // any decision at all
+	approve bool   // approve and edit
+	notice  string // why less than everything
+}
+
+func (a areaCaps) key() string { return fmt.Sprintf("%t|%t|%s", a.decide, a.approve, a.notice) }
+
+// capsFor is what p may do with the pending interrupt of td.
+func (d *desk) capsFor(p auth.Principal, td *taskData) areaCaps {
+	itr := td.pending
+	if itr == nil {
+		return areaCaps{}
+	}
+	dec := d.s.decider
+	if err := dec.MayDecide(p, td.task, itr); err != nil {
+		if !p.Can(auth.RoleApprover) {
+			return areaCaps{notice: "You can follow this task; deciding needs the approver role."}
+		}
+		return areaCaps{notice: "Your role does not include " + itr.Kind + " decisions."}
+	}
+	if err := dec.MayApprove(p, td.task, itr, td.approvals[itr.ID]); err != nil {
+		if dec.Policy().SeparateDuties(itr.Kind) && td.task.CreatedBy == p.Name {
+			return areaCaps{decide: true, notice: "You started this task: another approver must approve its " + itr.Kind +
+				". You may reject it."}
+		}
+		return areaCaps{decide: true, notice: "You have approved this; another approver must give the next approval."}
+	}
+	return areaCaps{decide: true, approve: true}
+}
+
+// approvalsLine is the approval progress of the pending interrupt of a
+// kind that needs several approvers ("1 of 2 approvals: ann"), else "".
+func (d *desk) approvalsLine(td *taskData) string {
+	itr := td.pending
+	if itr == nil {
+		return ""
+	}
+	n := d.s.decider.Policy().Required(itr.Kind)
+	if n < 2 {
+		return ""
+	}
+	who := td.approvals[itr.ID]
+	line := auth.Progress(len(who), n)
+	if len(who) > 0 {
+		line += ": " + strings.Join(who, ", ")
+	}
+	return line
+}
+
+// withCaps limits the pending form to what caps allow.
+func withCaps(p *views.PendingForm, caps areaCaps) {
+	if p == nil {
+		return
+	}
+	if !caps.decide {
+		p.CanApprove, p.CanReject, p.CanEdit, p.CanRespond = false, false, false, false
+	}
+	if !caps.approve {
+		p.CanApprove, p.CanEdit = false, false
+	}
+	p.Notice = caps.notice
+}

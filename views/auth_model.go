@@ -1,0 +1,81 @@
+package views
+
+import "time"
+
+// --- sign in ---
+
+// LoginPage is the sign-in form.
+type LoginPage struct {
+	Page
+	// CSRF is the login form's own token (there is no session yet).
+	CSRF     string
+	Next     string
+	Username string
+	Error    string
+}
+
+// --- administration ---
+
+// UsersPage lists the users with their forms.
+type UsersPage struct {
+	Page
+	Users []UserRow
+	Roles []string
+	// Message reports the last change; Error a refused one.
+	Message string
+	Error   string
+	// Kept input of a refused add.
+	NewName, NewRole, NewKinds string
+}
+
+// UserRow is one user.
+type UserRow struct {
+	Name     string
+	Role     string
+	Kinds    string // comma-separated; "" for every kind
+	Disabled bool
+	Created  time.Time
+	Self     bool
+}
+
+// TokensPage lists the API tokens.
+type TokensPage struct {
+	Page
+	Tokens []TokenRow
+	Roles  []string
+	// Secret is a token just created: shown this once.
+	Secret, SecretName string
+	Message, Error     string
+}
+
+// TokenRow is one API token.
+type TokenRow struct {
+	ID        string
+	Name      string
+	Role      string
+	CreatedBy string
+	Created   time.Time
+	LastUsed  *time.Time
+	Revoked   *time.Time
+}
+
+// AuditPage is the audit trail with its filter.
+type AuditPage struct {
+	Page
+	Actor, Kind, Since, Until string
+	Error                     string
+	Events                    []AuditRow
+	// MoreURL pages on (older events), when the page is full.
+	MoreURL string
+}
+
+// AuditRow is one audit event.
+type AuditRow struct {
+	At      time.Time
+	Actor   string
+	Kind    string
+	Subject string
+	// TaskURL links a task's event to its page.
+	TaskURL string
+	Details string
+}
