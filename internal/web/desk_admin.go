@@ -33,7 +33,12 @@ func adminMessage(err error) (string, bool) {
 	var inv *auth.InvalidError
 	switch {
 	case errors.As(err, &inv):
-		return sentence(inv.Field + " " + inv.Message), true
+		label := map[string]string{"username": "User name", "name": "Name", "password": "Password", "role": "Role",
+			"kinds": "Interrupt kinds"}[inv.Field]
+		if label == "" {
+			label = inv.Field
+		}
+		return sentence(label + ": " + inv.Message), true
 	case errors.Is(err, auth.ErrExists):
 		return "A user of that name exists already.", true
 	case errors.Is(err, auth.ErrNotFound):

@@ -89,6 +89,8 @@ type deskEnv struct {
 	// policy is the approval policy of the server (set it before a
 	// restart to change it); the default is production's.
 	policy auth.Policy
+	// trustProxy is the server's TrustProxy (set it before a restart).
+	trustProxy bool
 
 	sessMu   sync.Mutex
 	sessions map[string]testSession
@@ -167,7 +169,7 @@ func (e *deskEnv) startServer() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	deps := Deps{Engine: e.engine, Store: e.store, Hub: e.hub, Wake: e.run.Wake, Auth: e.auth,
-		Decider: auth.NewDecider(e.engine, e.store, e.policy, e.log), Logger: e.log, Version: "test"}
+		Decider: auth.NewDecider(e.engine, e.store, e.policy, e.log), TrustProxy: e.trustProxy, Logger: e.log, Version: "test"}
 	srv := New(deps)
 	addr := e.addr
 	if addr == "" {
