@@ -620,10 +620,46 @@ func TestTwoApproversDesk(t *testing.T) {
 	merge := e.waitPending(task.ID, "merge")
 	path := "/tasks/" + task.ID + "/decide"
 	approve := url.Values{"interrupt_id": {merge.ID}, "action": {"approve"}}
+	// Both follow the page live: each socket gets the decision area as its
+	// own principal may use it.
+	var seq int64
+	if err := e.pool.QueryRow(context.Background(), `SELECT event_seq FROM tasks WHERE id = $1`, task.ID).Scan(&seq); err != nil {
+		t.Fatal(err)
+	}
+	live := func(s testSession) *websocket.Conn {
+		u := fmt.Sprintf("ws%s/tasks/%s/live?after=%d&ik=p:%s", strings.TrimPrefix(e.base, "http"), task.ID, seq, merge.ID)
+		c, _, err := websocket.DefaultDialer.Dial(u, http.Header{"Cookie": {s.cookie.Name + "=" + s.cookie.Value}, "Origin": {e.base}})
+		if err != nil {
+			t.Fatalf("live socket of %s: %v", s.name, err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	annLive, bobLive := live(ann), live(bob)
+	// area reads a socket until a decision area with progress arrives.
+	area := func(c *websocket.Conn, progress string) string {
+		t.Helper()
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		for {
+			_, msg, err := c.ReadMessage()
+			if err != nil {
+				t.Fatalf("live area with %q: %v", progress, err)
+			}
+			if i := strings.Index(string(msg), `id="interrupt"`); i >= 0 && strings.Contains(string(msg), progress) {
+				return string(msg[i:])
+			}
+		}
+	}
 	status, _, body := e.postAs(t, &ann, path, approve, postOpts{hx: true})
 	if status != http.StatusOK || !strings.Contains(body, "1 of 2 approvals: ann") || strings.Contains(body, `value="approve"`) ||
 		!strings.Contains(body, "You have approved this") {
 		t.Fatalf("first approval: %d %s", status, body)
+	}
+	if a := area(annLive, "1 of 2 approvals: ann"); strings.Contains(a, `value="approve"`) || !strings.Contains(a, "You have approved this") {
+		t.Errorf("ann's live area offers a second approval: %s", a)
+	}
+	if a := area(bobLive, "1 of 2 approvals: ann"); !strings.Contains(a, `value="approve"`) || strings.Contains(a, "_csrf") {
+		t.Errorf("bob's live area does not offer the second approval (or carries a token): %s", a)
 	}
 	status, _, body = e.postAs(t, &ann, path, approve, postOpts{hx: true})
 	if status != http.StatusForbidden || !strings.Contains(body, "ann has already approved this merge (1 of 2 approvals)") {

@@ -579,6 +579,10 @@ func timelineItem(ev *graph.Event) views.TimelineItem {
 		if a == graph.ActionReject {
 			it.Tone = "bad"
 		}
+	case graph.EventApprovalRecorded:
+		n, _ := data["approvals"].(float64)
+		req, _ := data["required"].(float64)
+		it.Summary, it.Who, it.Tone = "Approved ("+auth.Progress(int(n), int(req))+")", str("approved_by"), "good"
 	case graph.EventTaskWaiting:
 		it.Summary, it.Tone = "Task waits for a decision", "muted"
 	case graph.EventTaskCompleted:
