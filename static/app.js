@@ -76,7 +76,12 @@
 
   document.addEventListener("htmx:wsConnecting", function () { setLiveState("connecting"); });
   document.addEventListener("htmx:wsOpen", function () { setLiveState("open"); });
-  document.addEventListener("htmx:wsClose", function () { setLiveState("closed"); });
+  document.addEventListener("htmx:wsClose", function (e) {
+    setLiveState("closed");
+    // 1008: the session ended (logged out, expired, disabled): sign in again.
+    var ev = e.detail && e.detail.event;
+    if (ev && ev.code === 1008) location.assign("/login?next=" + encodeURIComponent(location.pathname + location.search));
+  });
   document.addEventListener("htmx:wsAfterMessage", function () { applyMeta(); localTimes(); });
   document.addEventListener("htmx:afterSettle", function (e) { localTimes(e.target); });
   document.addEventListener("htmx:oobAfterSwap", function () { localTimes(); });

@@ -532,6 +532,27 @@ func (s *Service) Session(ctx context.Context, secret string) (Principal, *Sessi
 	return sessionPrincipal(sess), sess, nil
 }
 
+// Valid checks a session secret again, as Session does, without counting
+// as use (an open live page does not keep its session from idling out).
+// Errors: ErrUnauthenticated.
+func (s *Service) Valid(ctx context.Context, secret string) error {
+	if !looksLikeSession(secret) {
+		return ErrUnauthenticated
+	}
+	sess, err := s.store.SessionByHash(ctx, HashSecret(secret))
+	if errors.Is(err, ErrNotFound) {
+		return ErrUnauthenticated
+	}
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	if sess.RevokedAt != nil || !now.Before(sess.ExpiresAt) || now.Sub(sess.LastSeenAt) >= s.idle || sess.Disabled || !sess.Role.Valid() {
+		return ErrUnauthenticated
+	}
+	return nil
+}
+
 // Logout revokes a session (server-side: the cookie is worthless after).
 func (s *Service) Logout(ctx context.Context, sessionID, actor string) error {
 	err := s.store.RevokeSession(ctx, sessionID, actor)

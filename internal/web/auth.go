@@ -7,6 +7,7 @@ package web
 // context; the security headers and body limits apply to every response.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
@@ -127,6 +129,24 @@ func (s *Server) fromSession(c echo.Context) (bool, error) {
 	c.Set(sessionKey, sess)
 	return true, nil
 }
+
+// recheck is how a websocket checks, now and then, that the credentials it
+// was opened with still hold (a revoked token, a session logged out,
+// expired or of a disabled user ends the socket).
+func (s *Server) recheck(c echo.Context) func(ctx context.Context) error {
+	r := c.Request()
+	if h := r.Header.Get(echo.HeaderAuthorization); h != "" {
+		_, token, _ := strings.Cut(h, " ")
+		return func(ctx context.Context) error { _, err := s.auth.Bearer(ctx, token); return err }
+	}
+	secret := sessionSecret(r)
+	return func(ctx context.Context) error { return s.auth.Valid(ctx, secret) }
+}
+
+// closeSessionEnded is the close code of a socket whose credentials ended
+// (1008 policy violation: htmx-ext-ws does not reconnect; the page's script
+// goes to the login page).
+const closeSessionEnded = websocket.ClosePolicyViolation
 
 // safeMethod reports a method that changes nothing.
 func safeMethod(m string) bool {

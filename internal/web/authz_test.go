@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -984,5 +985,61 @@ func TestAdminPages(t *testing.T) {
 	}
 	if status, _, _ := e.postAs(t, &ann, "/admin/users/nobody", url.Values{"op": {"enable"}}, postOpts{}); status != http.StatusUnprocessableEntity {
 		t.Errorf("enable a missing user: %d", status)
+	}
+}
+
+// TestWebsocketEndsWithCredentials: an open stream ends (close 1008) once
+// the token it was opened with is revoked, or the session logged out.
+func TestWebsocketEndsWithCredentials(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{token: testToken, tweak: func(s *Server) { s.pingPeriod = 50 * time.Millisecond }})
+	ctx := context.Background()
+	task := b.create(t, featureTask(nil))
+	secret, tok, err := b.srv.auth.CreateToken(ctx, "test", "watcher", auth.RoleViewer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.srv.auth.AddUser(ctx, "test", "wendy", "wendy-password", auth.RoleViewer, nil); err != nil {
+		t.Fatal(err)
+	}
+	l, err := b.srv.auth.Login(ctx, "wendy", "wendy-password", "127.0.0.1", "go test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := "ws" + strings.TrimPrefix(b.base, "http") + "/api/v1/tasks/" + task.ID + "/stream"
+	for _, c := range []struct {
+		name   string
+		header http.Header
+		end    func()
+	}{
+		{"revoked token", http.Header{"Authorization": {"Bearer " + secret}}, func() {
+			if _, err := b.srv.auth.RevokeToken(ctx, "test", tok.ID); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"logged out", http.Header{"Cookie": {sessionCookie + "=" + l.Secret}, "Origin": {b.base}}, func() {
+			if err := b.srv.auth.Logout(ctx, l.Session.ID, "wendy"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		conn, _, err := websocket.DefaultDialer.Dial(ws, c.header)
+		if err != nil {
+			t.Fatalf("%s: dial: %v", c.name, err)
+		}
+		c.end()
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		for {
+			_, _, err := conn.ReadMessage()
+			if err == nil {
+				continue
+			}
+			var ce *websocket.CloseError
+			if !errors.As(err, &ce) || ce.Code != websocket.ClosePolicyViolation {
+				t.Fatalf("%s: socket ended with %v, want close 1008", c.name, err)
+			}
+			break
+		}
+		conn.Close()
 	}
 }

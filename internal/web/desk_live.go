@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
 
+	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/views"
 )
@@ -75,6 +76,7 @@ func (d *desk) serveLive(c echo.Context, last int64, start liveStart) error {
 	// The decision area this page gets: what its principal may do.
 	who := userOf(r.Context()).p
 	area := func(snap *taskSnap) ([]byte, error) { return snap.areaHTML(ctx, d, d.capsFor(who, snap.data)) }
+	recheck := s.recheck(c)
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
@@ -111,6 +113,10 @@ loop:
 			}
 		case <-ping.C:
 			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.writeWait)); err != nil {
+				break loop
+			}
+			if err := recheck(ctx); errors.Is(err, auth.ErrUnauthenticated) {
+				s.closeStream(conn, closeSessionEnded, "session ended", readerDone)
 				break loop
 			}
 		case <-s.closing:

@@ -10,6 +10,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
 
+	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/graph"
 )
 
@@ -61,7 +62,7 @@ func (s *Server) stream(c echo.Context) error {
 	}
 	// The connection is hijacked: tell the logger what happened to it.
 	c.Response().Status, c.Response().Committed = http.StatusSwitchingProtocols, true
-	last, reason := s.serveStream(r.Context(), conn, t.ID, after)
+	last, reason := s.serveStream(r.Context(), conn, t.ID, after, s.recheck(c))
 	s.log.Debug("websocket closed", "task", t.ID, "after", after, "last_seq", last, "reason", reason)
 	return nil
 }
@@ -70,7 +71,8 @@ func (s *Server) stream(c echo.Context) error {
 // pings and close frames, notices the client leaving), a follower
 // goroutine (hub.Follow, rendering events into a buffered channel) and this
 // goroutine, the only writer. It returns the last seq sent and why it ended.
-func (s *Server) serveStream(parent context.Context, conn *websocket.Conn, taskID string, after int64) (int64, string) {
+func (s *Server) serveStream(parent context.Context, conn *websocket.Conn, taskID string, after int64,
+	recheck func(context.Context) error) (int64, string) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 
@@ -132,6 +134,11 @@ loop:
 		case <-ping.C:
 			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.writeWait)); err != nil {
 				reason = "ping: " + err.Error()
+				break loop
+			}
+			if err := recheck(ctx); errors.Is(err, auth.ErrUnauthenticated) {
+				reason = "credentials ended"
+				s.closeStream(conn, closeSessionEnded, "credentials ended", readerDone)
 				break loop
 			}
 		case <-s.closing:
