@@ -177,11 +177,12 @@ func (d *desk) logout(c echo.Context) error {
 // not: the decision area is rendered once per distinct caps.
 type areaCaps struct {
 	decide  bool   // any decision at all
-	approve bool   // approve and edit
+	approve bool   // approve
+	edit    bool   // approve an edited version (not where several must approve)
 	notice  string // why less than everything
 }
 
-func (a areaCaps) key() string { return fmt.Sprintf("%t|%t|%s", a.decide, a.approve, a.notice) }
+func (a areaCaps) key() string { return fmt.Sprintf("%t|%t|%t|%s", a.decide, a.approve, a.edit, a.notice) }
 
 // capsFor is what p may do with the pending interrupt of td.
 func (d *desk) capsFor(p auth.Principal, td *taskData) areaCaps {
@@ -203,7 +204,7 @@ func (d *desk) capsFor(p auth.Principal, td *taskData) areaCaps {
 		}
 		return areaCaps{decide: true, notice: "You have approved this; another approver must give the next approval."}
 	}
-	return areaCaps{decide: true, approve: true}
+	return areaCaps{decide: true, approve: true, edit: dec.Policy().Required(itr.Kind) < 2}
 }
 
 // approvalsLine is the approval progress of the pending interrupt of a
@@ -234,7 +235,10 @@ func withCaps(p *views.PendingForm, caps areaCaps) {
 		p.CanApprove, p.CanReject, p.CanEdit, p.CanRespond = false, false, false, false
 	}
 	if !caps.approve {
-		p.CanApprove, p.CanEdit = false, false
+		p.CanApprove = false
+	}
+	if !caps.edit {
+		p.CanEdit = false
 	}
 	p.Notice = caps.notice
 }
