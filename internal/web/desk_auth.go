@@ -182,7 +182,9 @@ type areaCaps struct {
 	notice  string // why less than everything
 }
 
-func (a areaCaps) key() string { return fmt.Sprintf("%t|%t|%t|%s", a.decide, a.approve, a.edit, a.notice) }
+func (a areaCaps) key() string {
+	return fmt.Sprintf("%t|%t|%t|%s", a.decide, a.approve, a.edit, a.notice)
+}
 
 // capsFor is what p may do with the pending interrupt of td.
 func (d *desk) capsFor(p auth.Principal, td *taskData) areaCaps {
