@@ -78,7 +78,7 @@ var Vars = []Var{
 	{"GATEHOUSE_SHUTDOWN_GRACE", "10s", "how long node runs in flight may finish on shutdown"},
 	{"GATEHOUSE_BOOTSTRAP_TOKEN", "unset", "an admin API token with this value (principal \"bootstrap\")"},
 	{"GATEHOUSE_ADMIN_PASSWORD", "unset", "password of the admin user (unset: generated and logged once on first start)"},
-	{"GATEHOUSE_APPROVALS", "unset", "distinct approvers an interrupt kind needs, e.g. merge=2,prd=2 (default 1)"},
+	{"GATEHOUSE_APPROVALS", "unset: 1 each", "distinct approvers an interrupt kind needs, e.g. merge=2,prd=2"},
 	{"GATEHOUSE_SOD_KINDS", "merge", "kinds whose task creator may not approve them (none: no kind)"},
 	{"GATEHOUSE_SESSION_IDLE", "12h", "a desk session unused this long ends"},
 	{"GATEHOUSE_SESSION_MAX", "168h", "a desk session ends this long after login, however busy"},
