@@ -3,6 +3,7 @@ package llm
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	mrand "math/rand/v2"
 	"net/http"
 	"strconv"
@@ -181,5 +182,16 @@ func StatusTransient(status int) bool {
 		return false
 	default:
 		return status >= 500 && status <= 599
+	}
+}
+
+// LogRetries returns an OnRetry hook that logs each retry of a provider's
+// calls as a warning, or nil when log is nil.
+func LogRetries(log *slog.Logger, provider, model string) func(attempt int, wait time.Duration, err error) {
+	if log == nil {
+		return nil
+	}
+	return func(attempt int, wait time.Duration, err error) {
+		log.Warn("LLM call failed; retrying", "provider", provider, "model", model, "attempt", attempt, "wait", wait, "error", err)
 	}
 }

@@ -71,11 +71,8 @@ func New(cfg Config) *Provider {
 	if cfg.Client == nil {
 		cfg.Client = llm.NewHTTPClient()
 	}
-	if cfg.Logger != nil && cfg.Retry.OnRetry == nil {
-		log := cfg.Logger
-		cfg.Retry.OnRetry = func(attempt int, wait time.Duration, err error) {
-			log.Warn("LLM call failed; retrying", "provider", Name, "model", cfg.Model, "attempt", attempt, "wait", wait, "error", err)
-		}
+	if cfg.Retry.OnRetry == nil {
+		cfg.Retry.OnRetry = llm.LogRetries(cfg.Logger, Name, cfg.Model)
 	}
 	return &Provider{cfg: cfg, url: strings.TrimRight(cfg.BaseURL, "/") + "/api/chat"}
 }
