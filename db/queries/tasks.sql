@@ -158,3 +158,9 @@ RETURNING seq;
 -- them, never a later synchronous commit, which flushes them too.
 -- name: TxAsyncCommit :exec
 SELECT set_config('synchronous_commit', 'off', true);
+
+-- TaskCountByStatus counts tasks per status (the dashboard).
+-- name: TaskCountByStatus :many
+SELECT status, count(*)::int AS tasks
+FROM tasks
+GROUP BY status;

@@ -43,3 +43,16 @@ func (s *Store) PendingInterruptCounts(ctx context.Context) (map[string]int, err
 	}
 	return out, nil
 }
+
+// TaskCounts counts tasks per status.
+func (s *Store) TaskCounts(ctx context.Context) (map[string]int, error) {
+	rows, err := s.q.TaskCountByStatus(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("count tasks: %w", err)
+	}
+	out := make(map[string]int, len(rows))
+	for _, r := range rows {
+		out[r.Status] = int(r.Tasks)
+	}
+	return out, nil
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -11,37 +13,25 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/graph"
 )
 
-// The desk's read queries that the store does not offer yet: counts for the
-// dashboard and the inbox, and the inbox paged by keyset. They only read,
-// each walks an index of the core migration (tasks_status_created_idx,
-// interrupts_pending_idx), and they belong in internal/postgres with sqlc
-// once that package grows a read model for the desk.
+// The inbox paged by keyset is the desk's one read query the store does
+// not offer yet; it walks interrupts_pending_idx and belongs in
+// internal/postgres with sqlc once that package grows a read model for the
+// desk. Counts come from the store.
 
 // statusCounts counts tasks by status.
 func (d *desk) statusCounts(ctx context.Context) (map[string]int, error) {
-	rows, err := d.s.store.Pool().Query(ctx, `SELECT status, count(*) FROM tasks GROUP BY status`)
-	if err != nil {
-		return nil, fmt.Errorf("count tasks: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var st string
-		var n int
-		if err := rows.Scan(&st, &n); err != nil {
-			return nil, fmt.Errorf("count tasks: %w", err)
-		}
-		out[st] = n
-	}
-	return out, rows.Err()
+	return d.s.store.TaskCounts(ctx)
 }
 
 // pendingCount counts pending interrupts.
 func (d *desk) pendingCount(ctx context.Context) (int, error) {
-	var n int
-	err := d.s.store.Pool().QueryRow(ctx, `SELECT count(*) FROM interrupts WHERE status = 'pending'`).Scan(&n)
+	byKind, err := d.s.store.PendingInterruptCounts(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("count pending interrupts: %w", err)
+		return 0, err
+	}
+	n := 0
+	for _, c := range byKind {
+		n += c
 	}
 	return n, nil
 }
@@ -54,21 +44,16 @@ type kindCount struct {
 
 // pendingKinds counts pending interrupts by kind, in kind order.
 func (d *desk) pendingKinds(ctx context.Context) ([]kindCount, error) {
-	rows, err := d.s.store.Pool().Query(ctx,
-		`SELECT kind, count(*) FROM interrupts WHERE status = 'pending' GROUP BY kind ORDER BY kind`)
+	byKind, err := d.s.store.PendingInterruptCounts(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("count pending kinds: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	var out []kindCount
-	for rows.Next() {
-		var k kindCount
-		if err := rows.Scan(&k.Kind, &k.N); err != nil {
-			return nil, fmt.Errorf("count pending kinds: %w", err)
-		}
-		out = append(out, k)
+	out := make([]kindCount, 0, len(byKind))
+	for k, n := range byKind {
+		out = append(out, kindCount{Kind: k, N: n})
 	}
-	return out, rows.Err()
+	slices.SortFunc(out, func(a, b kindCount) int { return strings.Compare(a.Kind, b.Kind) })
+	return out, nil
 }
 
 // inboxCursor is a position in the oldest-first inbox.

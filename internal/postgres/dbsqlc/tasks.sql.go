@@ -299,6 +299,38 @@ func (q *Queries) TaskCommit(ctx context.Context, arg TaskCommitParams) ([]int64
 	return items, nil
 }
 
+const taskCountByStatus = `-- name: TaskCountByStatus :many
+SELECT status, count(*)::int AS tasks
+FROM tasks
+GROUP BY status
+`
+
+type TaskCountByStatusRow struct {
+	Status string
+	Tasks  int32
+}
+
+// TaskCountByStatus counts tasks per status (the dashboard).
+func (q *Queries) TaskCountByStatus(ctx context.Context) ([]TaskCountByStatusRow, error) {
+	rows, err := q.db.Query(ctx, taskCountByStatus)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []TaskCountByStatusRow{}
+	for rows.Next() {
+		var i TaskCountByStatusRow
+		if err := rows.Scan(&i.Status, &i.Tasks); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const taskGet = `-- name: TaskGet :one
 SELECT id, workflow, title, input, options, status, current_node, result, error, event_seq, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at FROM tasks WHERE id = $1
 `
