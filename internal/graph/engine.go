@@ -11,6 +11,7 @@ import (
 	"maps"
 	mrand "math/rand/v2"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 )
@@ -216,7 +217,7 @@ func (e *Engine) Decide(ctx context.Context, taskID string, in DecisionInput) (*
 	if itr.Status != InterruptPending {
 		return nil, &ConflictError{InterruptID: itr.ID, Status: itr.Status}
 	}
-	if !contains(itr.Payload.Actions, in.Action) {
+	if !slices.Contains(itr.Payload.Actions, in.Action) {
 		return nil, &ValidationError{Field: "action", Message: fmt.Sprintf("%q is not offered by this interrupt (offered: %s)",
 			in.Action, strings.Join(itr.Payload.Actions, ", "))}
 	}
@@ -724,15 +725,6 @@ func backoff(p RetryPolicy, attempt int) time.Duration {
 		d -= time.Duration(mrand.Float64() * p.Jitter * float64(d))
 	}
 	return d
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // NewID returns a random (version 4) uuid in its text form.
