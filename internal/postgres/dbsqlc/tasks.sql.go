@@ -78,9 +78,9 @@ SET status           = 'running',
     lease_fence      = lease_fence + 1
 WHERE id IN (
     SELECT c.id FROM tasks c
-    WHERE c.status = 'queued'
-       OR (c.status = 'running' AND (c.lease_expires_at IS NULL OR c.lease_expires_at < now()))
-    ORDER BY c.created_at
+    WHERE c.status IN ('queued', 'running') -- tasks_runnable_idx
+      AND (c.status = 'queued' OR c.lease_expires_at IS NULL OR c.lease_expires_at < now())
+    ORDER BY c.created_at, c.id
     LIMIT $3::int
     FOR UPDATE SKIP LOCKED
 )
