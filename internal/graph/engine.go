@@ -11,8 +11,6 @@ import (
 	"maps"
 	mrand "math/rand/v2"
 	"runtime/debug"
-	"slices"
-	"strings"
 	"time"
 )
 
@@ -176,92 +174,6 @@ func (e *Engine) Fail(ctx context.Context, taskID string, fence int64, cause err
 	msg := cause.Error()
 	return e.commit(ctx, &Commit{TaskID: taskID, Fence: fence, Status: StatusFailed, Error: msg,
 		Events: []Event{newEvent(taskID, EventTaskFailed, "", 0, e.now(), nil, map[string]any{"error": msg})}})
-}
-
-// DecisionInput is a human's decision as submitted.
-type DecisionInput struct {
-	InterruptID string
-	Action      string
-	Feedback    string
-	Value       json.RawMessage
-	DecidedBy   string
-	// Approvers, when an interrupt needed several, names them all (the
-	// decision.recorded event carries them as "approvers").
-	Approvers []string
-}
-
-// Decide records a decision on a pending interrupt of the task; the task
-// becomes runnable. It does not run the task. Errors: *ValidationError,
-// ErrInterruptNotFound (also *WrongTaskError), *ConflictError.
-func (e *Engine) Decide(ctx context.Context, taskID string, in DecisionInput) (*Decision, error) {
-	if in.InterruptID == "" {
-		return nil, &ValidationError{Field: "interrupt_id", Message: "is required"}
-	}
-	if !ValidID(in.InterruptID) {
-		return nil, &ValidationError{Field: "interrupt_id", Message: "is not a uuid"}
-	}
-	switch in.Action {
-	case ActionApprove, ActionReject, ActionEdit, ActionRespond:
-	case "":
-		return nil, &ValidationError{Field: "action", Message: "is required"}
-	default:
-		return nil, &ValidationError{Field: "action", Message: fmt.Sprintf("unknown action %q (approve, reject, edit, respond)", in.Action)}
-	}
-	itr, err := e.cp.Interrupt(ctx, in.InterruptID)
-	if err != nil {
-		return nil, err
-	}
-	if itr.TaskID != taskID {
-		return nil, &WrongTaskError{InterruptID: in.InterruptID, TaskID: taskID}
-	}
-	if itr.Status != InterruptPending {
-		return nil, &ConflictError{InterruptID: itr.ID, Status: itr.Status}
-	}
-	if !slices.Contains(itr.Payload.Actions, in.Action) {
-		return nil, &ValidationError{Field: "action", Message: fmt.Sprintf("%q is not offered by this interrupt (offered: %s)",
-			in.Action, strings.Join(itr.Payload.Actions, ", "))}
-	}
-	in.Feedback = strings.TrimSpace(in.Feedback)
-	text := strings.TrimSpace(valueText(in.Value))
-	switch {
-	case in.Action == ActionReject && in.Feedback == "":
-		return nil, &ValidationError{Field: "feedback", Message: "is required to reject"}
-	case in.Action == ActionEdit && text == "":
-		return nil, &ValidationError{Field: "value", Message: "must hold the edited artifact"}
-	case in.Action == ActionRespond && text == "" && in.Feedback == "":
-		return nil, &ValidationError{Field: "value", Message: "must hold the answer"}
-	}
-	if len(in.Value) > 0 && !json.Valid(in.Value) {
-		return nil, &ValidationError{Field: "value", Message: "is not valid JSON"}
-	}
-	if in.Action == ActionEdit {
-		// An edit the gate would refuse must be refused now, while the
-		// interrupt is still open, not fail the task once it is consumed.
-		snap, err := e.cp.Load(ctx, taskID)
-		if err != nil {
-			return nil, err
-		}
-		w, err := e.Workflow(snap.Task.Workflow)
-		if err != nil {
-			return nil, err
-		}
-		if err := w.checkEdit(snap.Checkpoint.State, itr.Node, valueText(in.Value)); err != nil {
-			return nil, &ValidationError{Field: "value", Message: err.Error()}
-		}
-	}
-	d := &Decision{InterruptID: itr.ID, TaskID: taskID, Action: in.Action, Feedback: in.Feedback,
-		Value: in.Value, DecidedBy: in.DecidedBy}
-	data := map[string]any{
-		"interrupt_id": itr.ID, "kind": itr.Kind, "action": in.Action, "feedback": in.Feedback, "decided_by": in.DecidedBy}
-	if len(in.Approvers) > 0 {
-		data["approvers"] = in.Approvers
-	}
-	ev := newEvent(taskID, EventDecisionRecorded, itr.Node, itr.Iteration, e.now(), nil, data)
-	if err := e.cp.Decide(ctx, d, &ev); err != nil {
-		return nil, err
-	}
-	e.publish([]Event{ev})
-	return d, nil
 }
 
 // valueText reads a decision value: a JSON string is its text, anything
