@@ -2,6 +2,7 @@
 //  - live pages reconnect with the last event seq they rendered, so the
 //    server replays exactly what they missed;
 //  - the task page's main element carries data-task-status, kept current;
+//  - a page whose session ended goes to the login page, and back after;
 //  - times are shown in the reader's time zone;
 //  - every post form and htmx request carries the session's CSRF token,
 //    read from <meta name="csrf-token">.
@@ -76,11 +77,43 @@
 
   document.addEventListener("htmx:wsConnecting", function () { setLiveState("connecting"); });
   document.addEventListener("htmx:wsOpen", function () { setLiveState("open"); });
+  // Signing in again comes back to this page (the login page keeps only
+  // local paths as next).
+  var leaving = false;
+  function toLogin(to) {
+    if (leaving) return;
+    leaving = true;
+    location.assign(to || "/login?next=" + encodeURIComponent(location.pathname + location.search));
+  }
+
+  // A handshake refused because the session ended while the socket was
+  // down reaches the page as a bare 1006 (browsers hide the 401), and the
+  // extension retries 1006 forever. So after a 1006 the page asks the
+  // server: sent as htmx sends requests, an ended session answers 401
+  // with the login page in HX-Redirect rather than a redirect fetch would
+  // follow. No answer at all (the server is down) leaves the retries be.
+  var checking = false;
+  function checkSession() {
+    if (checking || leaving) return;
+    checking = true;
+    fetch("/live/session", {
+      credentials: "same-origin", cache: "no-store", redirect: "manual",
+      headers: { "HX-Request": "true", "HX-Current-URL": location.href }
+    }).then(function (r) {
+      if (r.status !== 401) return;
+      var to = r.headers.get("HX-Redirect");
+      toLogin(to && to.indexOf("/login?") === 0 ? to : "");
+    }, function () {}).then(function () { checking = false; });
+  }
+
   document.addEventListener("htmx:wsClose", function (e) {
     setLiveState("closed");
-    // 1008: the session ended (logged out, expired, disabled): sign in again.
     var ev = e.detail && e.detail.event;
-    if (ev && ev.code === 1008) location.assign("/login?next=" + encodeURIComponent(location.pathname + location.search));
+    var code = ev && ev.code;
+    // 1008: the server ended an open socket because its session ended
+    // (logged out, expired, password changed, user disabled).
+    if (code === 1008) toLogin("");
+    else if (code === 1006) checkSession();
   });
   document.addEventListener("htmx:wsAfterMessage", function () { applyMeta(); localTimes(); });
   document.addEventListener("htmx:afterSettle", function (e) { localTimes(e.target); });

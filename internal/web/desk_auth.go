@@ -100,6 +100,19 @@ func (d *desk) loginRequired(c echo.Context) error {
 	return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "Sign in first."}
 }
 
+// sessionCheck: GET /live/session — whether the page's session still
+// holds. Browsers hide why a websocket handshake failed: a live page whose
+// session ended while its socket was down (a restart, a laptop asleep)
+// sees a bare 1006, which htmx-ext-ws retries forever. After such a close
+// the page asks here as an htmx request, so an ended session is a 401
+// naming the login page (HX-Redirect, by loginRequired), not a redirect
+// the browser would follow silently. A session that holds is 200.
+func (d *desk) sessionCheck(c echo.Context) error {
+	c.Response().Header().Set("Cache-Control", "no-store")
+	p := principalOf(c)
+	return c.JSON(http.StatusOK, map[string]string{"user": p.Name, "role": string(p.Role)})
+}
+
 // --- login and logout ---
 
 // The login form carries a token that matches a cookie of its own

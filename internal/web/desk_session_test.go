@@ -1,0 +1,200 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/gorilla/websocket"
+
+	"github.com/gatehousehq/gatehouse/internal/auth"
+)
+
+// restartWith restarts the env's server on its address with tweak applied
+// to the new Server before it listens, so the tweak races no request.
+func restartWith(e *deskEnv, tweak func(*Server)) {
+	e.t.Helper()
+	e.stopServer()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	deps := Deps{Engine: e.engine, Store: e.store, Hub: e.hub, Wake: e.run.Wake, Auth: e.auth,
+		Decider: auth.NewDecider(e.engine, e.store, e.policy, e.log), TrustProxy: e.trustProxy, Logger: e.log, Version: "test"}
+	var err error
+	for range 50 { // the old socket may linger a moment
+		srv := New(deps)
+		tweak(srv)
+		if _, err = srv.Start(e.addr); err == nil {
+			e.srv = srv
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.t.Fatalf("restart server on %s: %v", e.addr, err)
+}
+
+// TestDeskSessionCheck: GET /live/session, asked as htmx asks, is 200 for
+// a session that holds and 401 naming the login page (with the page to
+// come back to) for none or an ended one; the websocket handshake of an
+// ended session is 401 too.
+func TestDeskSessionCheck(t *testing.T) {
+	t.Parallel()
+	e := newDeskEnv(t)
+	ctx := context.Background()
+	e.user("sid", auth.RoleViewer)
+	sess := e.session("sid")
+	id := e.createFeature("Session check")
+	hx := map[string]string{"HX-Request": "true", "HX-Current-URL": e.base + "/tasks/" + id + "?a=1"}
+	wantLogin := "/login?" + url.Values{"next": {"/tasks/" + id + "?a=1"}}.Encode()
+
+	status, h, body := e.getAs(t, &sess, "/live/session", hx)
+	var who map[string]string
+	if status != http.StatusOK || json.Unmarshal([]byte(body), &who) != nil || who["user"] != "sid" || who["role"] != "viewer" {
+		t.Fatalf("a session that holds: %d %s", status, body)
+	}
+	if h.Get("Cache-Control") != "no-store" {
+		t.Errorf("the answer may be cached: %q", h.Get("Cache-Control"))
+	}
+	if status, h, _ := e.getAs(t, nil, "/live/session", hx); status != http.StatusUnauthorized || h.Get("HX-Redirect") != wantLogin {
+		t.Fatalf("no session: %d %q, want 401 %q", status, h.Get("HX-Redirect"), wantLogin)
+	}
+
+	l, err := e.auth.Login(ctx, "sid", password("sid"), "127.0.0.1", "go test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := testSession{cookie: &http.Cookie{Name: sessionCookie, Value: l.Secret}}
+	if status, _, _ := e.getAs(t, &ended, "/live/session", hx); status != http.StatusOK {
+		t.Fatalf("before logout: %d", status)
+	}
+	if err := e.auth.Logout(ctx, l.Session.ID, "sid"); err != nil {
+		t.Fatal(err)
+	}
+	if status, h, _ := e.getAs(t, &ended, "/live/session", hx); status != http.StatusUnauthorized || h.Get("HX-Redirect") != wantLogin {
+		t.Fatalf("ended session: %d %q, want 401 %q", status, h.Get("HX-Redirect"), wantLogin)
+	}
+	ws := "ws" + strings.TrimPrefix(e.base, "http") + "/tasks/" + id + "/live"
+	conn, res, err := websocket.DefaultDialer.Dial(ws, http.Header{"Cookie": {sessionCookie + "=" + l.Secret}, "Origin": {e.base}})
+	if err == nil {
+		conn.Close()
+		t.Fatal("the handshake of an ended session was accepted")
+	}
+	if res == nil || res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("handshake of an ended session: %v %v, want 401", res, err)
+	}
+}
+
+// TestLoginNextStaysLocal: whatever next the login form carries, signing
+// in goes to a path of this site.
+func TestLoginNextStaysLocal(t *testing.T) {
+	t.Parallel()
+	e := newDeskEnv(t)
+	e.user("nell", auth.RoleViewer)
+	_, h, page := e.getAs(t, nil, "/login", nil)
+	loginCk := cookieNamed(h, loginCookie)
+	if loginCk == nil || !regexp.MustCompile(`name="_csrf"`).MatchString(page) {
+		t.Fatal("no login form token")
+	}
+	for next, want := range map[string]string{
+		"/tasks/abc?artifact=prd": "/tasks/abc?artifact=prd",
+		"/inbox":                  "/inbox",
+		"":                        "/",
+		"tasks/abc":               "/",
+		"https://evil.example/":   "/",
+		"//evil.example/x":        "/",
+		"/\\evil.example":         "/",
+		"\\\\evil.example":        "/",
+		"/\t/evil.example":        "/",
+		"/\n/evil.example":        "/",
+		" //evil.example":         "/",
+		"javascript:alert(1)":     "/",
+		"http:/evil.example":      "/",
+	} {
+		form := url.Values{"username": {"nell"}, "password": {password("nell")}, "next": {next}, csrfField: {loginCk.Value}}
+		status, h, _ := send(t, http.MethodPost, e.base+"/login", strings.NewReader(form.Encode()),
+			map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, loginCk)
+		if status != http.StatusSeeOther || h.Get("Location") != want {
+			t.Errorf("next=%q: %d %q, want %q", next, status, h.Get("Location"), want)
+		}
+		if status, h, _ := e.getAs(t, nil, "/login?"+url.Values{"next": {next}}.Encode(), nil); status != http.StatusOK {
+			t.Errorf("login page with next=%q: %d %s", next, status, h.Get("Location"))
+		}
+	}
+}
+
+// TestDeskSessionEndedGoesToLogin: a task page whose session ends goes to
+// the login page within seconds, whether its socket is open when that
+// happens (the server closes it, 1008) or down (the reconnect's handshake
+// is refused, the page asks /live/session); signing in again comes back
+// to the task page, live.
+func TestDeskSessionEndedGoesToLogin(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		// end ends the user's sessions on the server, the page's among
+		// them; it returns when the page can notice.
+		end func(t *testing.T, e *deskEnv, b *tab, user string)
+	}{
+		{"password changed while live", func(t *testing.T, e *deskEnv, b *tab, user string) {
+			if err := e.auth.SetPassword(context.Background(), "test", user, password(user)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"disabled while the server was down", func(t *testing.T, e *deskEnv, b *tab, user string) {
+			e.stopServer()
+			b.waitJS(`document.getElementById("live-state").dataset.state !== "open"`, 5*time.Second)
+			ctx := context.Background()
+			if err := e.auth.DisableUser(ctx, "test", user); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.auth.EnableUser(ctx, "test", user); err != nil {
+				t.Fatal(err)
+			}
+			e.startServer()
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			env := newDeskEnv(t)
+			// Pings are when an open socket checks its session.
+			restartWith(env, func(s *Server) { s.pingPeriod = 200 * time.Millisecond })
+			const user = "sally"
+			env.user(user, auth.RoleViewer)
+			id := env.createFeature("Session ends")
+			env.waitPending(id, "prd")
+			b := env.openTab(t, user)
+			taskPath := "/tasks/" + id
+			b.do(chromedp.Navigate(env.base + taskPath + "?from=test"))
+			b.waitJS(`document.querySelector("main[data-task-status]")`, 10*time.Second)
+			b.liveOpen()
+
+			c.end(t, env, b, user)
+			start := time.Now()
+			b.waitJS(`location.pathname === "/login" && document.querySelector("input[name=username]")`, 8*time.Second)
+			t.Logf("on the login page %v after the session ended", time.Since(start).Round(time.Millisecond))
+			wantSearch := "?" + url.Values{"next": {taskPath + "?from=test"}}.Encode()
+			if got := eval[string](b, `location.search`); got != wantSearch {
+				t.Fatalf("login page at %q, want %q", got, wantSearch)
+			}
+			if got := eval[string](b, `document.querySelector("input[name=next]").value`); got != taskPath+"?from=test" {
+				t.Fatalf("the login form goes on to %q", got)
+			}
+			b.screenshot("login-after-session-ended")
+
+			b.do(chromedp.SetValue(chromedp.CSS("input[name=username]"), user),
+				chromedp.SetValue(chromedp.CSS("input[name=password]"), password(user)))
+			b.click(`form[action="/login"] button[type=submit]`)
+			b.waitJS(`location.pathname === `+jsq(taskPath)+` && document.querySelector("main[data-task-status]")`, 10*time.Second)
+			if got := eval[string](b, `location.search`); got != "?from=test" {
+				t.Errorf("back at %s%s, want the query kept", taskPath, got)
+			}
+			b.liveOpen()
+			b.screenshot("back-on-the-task")
+		})
+	}
+}
