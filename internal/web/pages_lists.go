@@ -6,9 +6,11 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -191,7 +193,7 @@ func version(v any) string {
 // inboxQuery is what an inbox URL asks for.
 type inboxQuery struct {
 	Kind   string
-	Cursor *inboxCursor
+	Cursor *postgres.InboxCursor
 	raw    string
 }
 
@@ -212,7 +214,7 @@ func parseInboxQuery(q url.Values) (inboxQuery, error) {
 		if !ok || terr != nil || !graph.ValidID(id) {
 			return out, bad
 		}
-		out.Cursor = &inboxCursor{CreatedAt: t, ID: id}
+		out.Cursor = &postgres.InboxCursor{CreatedAt: t, ID: id}
 	}
 	return out, nil
 }
@@ -260,7 +262,11 @@ func (d *desk) loadInbox(ctx context.Context, q inboxQuery) (views.InboxBody, er
 	if err != nil {
 		return views.InboxBody{}, err
 	}
-	entries, next, err := d.inboxPage(ctx, q.Kind, q.Cursor, pageSize)
+	entries, next, err := d.s.store.InboxPage(ctx, postgres.InboxFilter{Kind: q.Kind, Limit: pageSize, After: q.Cursor})
+	var valErr *graph.ValidationError
+	if errors.As(err, &valErr) {
+		return views.InboxBody{}, badRequest("after", "after is not a cursor this server handed out")
+	}
 	if err != nil {
 		return views.InboxBody{}, err
 	}
@@ -274,8 +280,8 @@ func (d *desk) loadInbox(ctx context.Context, q inboxQuery) (views.InboxBody, er
 	}
 	now := time.Now()
 	for _, e := range entries {
-		b.Items = append(b.Items, views.InboxItem{InterruptID: e.ID, TaskID: e.TaskID, TaskTitle: e.TaskTitle,
-			Workflow: e.TaskWorkflow, Node: e.Node, Kind: e.Kind, Title: e.Payload.Title,
+		b.Items = append(b.Items, views.InboxItem{InterruptID: e.ID, TaskID: e.TaskID, TaskTitle: e.Task.Title,
+			Workflow: e.Task.Workflow, Node: e.Node, Kind: e.Kind, Title: e.Payload.Title,
 			Question: excerpt(e.Payload.Question, 200), Iteration: e.Iteration, Created: e.CreatedAt,
 			Waiting: waited(now.Sub(e.CreatedAt))})
 	}
@@ -319,4 +325,42 @@ func waited(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%d d", int(d.Hours()/24))
 	}
+}
+
+// statusCounts counts tasks by status.
+func (d *desk) statusCounts(ctx context.Context) (map[string]int, error) {
+	return d.s.store.TaskCounts(ctx)
+}
+
+// pendingCount counts pending interrupts.
+func (d *desk) pendingCount(ctx context.Context) (int, error) {
+	byKind, err := d.s.store.PendingInterruptCounts(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, c := range byKind {
+		n += c
+	}
+	return n, nil
+}
+
+// kindCount is the number of pending interrupts of one kind.
+type kindCount struct {
+	Kind string
+	N    int
+}
+
+// pendingKinds counts pending interrupts by kind, in kind order.
+func (d *desk) pendingKinds(ctx context.Context) ([]kindCount, error) {
+	byKind, err := d.s.store.PendingInterruptCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]kindCount, 0, len(byKind))
+	for k, n := range byKind {
+		out = append(out, kindCount{Kind: k, N: n})
+	}
+	slices.SortFunc(out, func(a, b kindCount) int { return strings.Compare(a.Kind, b.Kind) })
+	return out, nil
 }
