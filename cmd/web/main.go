@@ -170,6 +170,7 @@ func openPool(ctx context.Context, url string, maxConns int) (*pgxpool.Pool, err
 	if maxConns > 0 {
 		pc.MaxConns = int32(maxConns)
 	}
+	postgres.ConfigurePool(pc)
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("connect to the database: %w", err)

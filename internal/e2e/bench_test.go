@@ -30,6 +30,7 @@ const token = "bench-token-0123456789"
 // database, reached over real HTTP and websockets.
 type stack struct {
 	pool   *pgxpool.Pool
+	store  *postgres.Store
 	url    string
 	engine *graph.Engine
 	base   string
@@ -43,6 +44,7 @@ func newStack(b *testing.B, workers int) *stack {
 		b.Fatal(err)
 	}
 	pc.MaxConns = int32(2*workers + 16)
+	postgres.ConfigurePool(pc)
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		b.Fatal(err)
@@ -74,7 +76,7 @@ func newStack(b *testing.B, workers int) *stack {
 		r.Stop(sctx)
 		cancel()
 	})
-	return &stack{pool: pool, url: url, engine: e, base: "http://" + addr.String()}
+	return &stack{pool: pool, store: store, url: url, engine: e, base: "http://" + addr.String()}
 }
 
 func (s *stack) post(path string, body any) (int, error) {
@@ -200,6 +202,7 @@ func BenchmarkThroughput16(b *testing.B) {
 	ctx := context.Background()
 	tasks := max(b.N, 32)
 	b.ResetTimer()
+	cpu := startCPU(b, s.pool)
 	start := time.Now()
 	for range tasks {
 		if _, err := s.engine.Create(ctx, graph.NewTask{Workflow: "linear"}); err != nil {
@@ -221,14 +224,26 @@ func BenchmarkThroughput16(b *testing.B) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
+	self, pg := cpu.stop(b)
 	b.StopTimer()
 	stepsPerSec := float64(tasks*nodes) / elapsed.Seconds()
+	steps := float64(tasks * nodes)
 
+	fcpu := startCPU(b, s.pool)
 	floor := floorRate(b, s.pool, workers, 2*time.Second)
+	fself, fpg := fcpu.stop(b)
+	fops := floor * 2
 	b.ReportMetric(float64(tasks)/elapsed.Seconds(), "tasks/s")
 	b.ReportMetric(stepsPerSec, "steps/s")
 	b.ReportMetric(floor, "floor_ops/s")
 	b.ReportMetric(stepsPerSec/floor, "ratio")
+	b.ReportMetric(float64(self.Microseconds())/steps, "go_cpu_us/step")
+	b.ReportMetric(float64(pg.Microseconds())/steps, "pg_cpu_us/step")
+	b.ReportMetric(float64(fself.Microseconds())/fops, "floor_go_cpu_us/op")
+	b.ReportMetric(float64(fpg.Microseconds())/fops, "floor_pg_cpu_us/op")
+	if st := s.store.CommitStats(); st.Batches > 0 {
+		b.ReportMetric(float64(st.Commits)/float64(st.Batches), "commits/batch")
+	}
 }
 
 // floorRate runs conns goroutines, each on its own connection upserting

@@ -27,6 +27,7 @@ type Store struct {
 	pool     *pgxpool.Pool
 	q        *dbsqlc.Queries
 	notifier *notifier
+	group    *committer
 	// sinks hear of the events the store commits outside the engine.
 	sinks []graph.EventSink
 }
@@ -35,7 +36,7 @@ var _ graph.Checkpointer = (*Store)(nil)
 
 // NewStore returns a Store over pool.
 func NewStore(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, q: dbsqlc.New(pool)}
+	return &Store{pool: pool, q: dbsqlc.New(pool), group: newCommitter(pool, lanes())}
 }
 
 // Pool returns the underlying pool.
@@ -121,30 +122,16 @@ func (s *Store) Load(ctx context.Context, taskID string) (*graph.Snapshot, error
 
 // Commit implements graph.Checkpointer: every write of c travels in one
 // batch, which PostgreSQL runs as one implicit transaction — one round trip
-// and one commit per node run.
+// and one commit per node run, shared with the commits of other tasks that
+// arrive while the store is busy (group.go).
 func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 	id, ok := parseID(c.TaskID)
 	if !ok {
 		return graph.ErrTaskNotFound
 	}
-	b := &pgx.Batch{}
-	if c.Redoable {
-		// WAL is flushed in order: the next synchronous commit of the task
-		// makes this one durable too, and a crash before it loses nothing
-		// the engine does not redo.
-		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxAsyncCommit(ctx) })
-	}
-	if t := c.Create; t != nil {
-		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error {
-			return q.TaskInsert(ctx, dbsqlc.TaskInsertParams{ID: id, Workflow: t.Workflow, Title: t.Title,
-				Input: t.Input, Options: t.Options, Status: string(t.Status), CurrentNode: t.CurrentNode,
-				CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt})
-		})
-	}
-
 	n := len(c.Events)
 	if n == 0 {
-		// The fence check rides on the first event's seq (TaskCommitEvents).
+		// The fence check rides on the first event's seq (TaskCommit).
 		return fmt.Errorf("commit task %s: a commit needs at least one event", c.TaskID)
 	}
 	p := dbsqlc.TaskCommitParams{ID: id, Fence: c.Fence, Status: string(c.Status),
@@ -182,19 +169,16 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 			p.PendingInterruptID = &pid
 		}
 	}
-	events := dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.TaskCommit(ctx, p); return err })
-
-	var arts *pgx.QueuedQuery
+	var ap *dbsqlc.ArtifactInsertManyParams
 	if n := len(c.Artifacts); n > 0 {
-		p := dbsqlc.ArtifactInsertManyParams{TaskID: id, Names: make([]string, n), Nodes: make([]string, n),
+		ap = &dbsqlc.ArtifactInsertManyParams{TaskID: id, Names: make([]string, n), Nodes: make([]string, n),
 			Iterations: make([]int32, n), ContentTypes: make([]string, n), Contents: make([]string, n), Ats: make([]time.Time, n)}
 		for i, a := range c.Artifacts {
-			p.Names[i], p.Nodes[i], p.Iterations[i] = a.Name, a.Node, int32(a.Iteration)
-			p.ContentTypes[i], p.Contents[i], p.Ats[i] = a.ContentType, a.Content, a.CreatedAt
+			ap.Names[i], ap.Nodes[i], ap.Iterations[i] = a.Name, a.Node, int32(a.Iteration)
+			ap.ContentTypes[i], ap.Contents[i], ap.Ats[i] = a.ContentType, a.Content, a.CreatedAt
 		}
-		arts = dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.ArtifactInsertMany(ctx, p); return err })
 	}
-
+	var ip *dbsqlc.InterruptInsertParams
 	if r := c.Raise; r != nil {
 		rid, ok := parseID(r.ID)
 		if !ok {
@@ -204,29 +188,42 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 		if err != nil {
 			return err
 		}
-		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error {
-			return q.InterruptInsert(ctx, dbsqlc.InterruptInsertParams{ID: rid, TaskID: id, Node: r.Node, Kind: r.Kind,
-				Iteration: int32(r.Iteration), Payload: payload, CreatedAt: r.CreatedAt})
-		})
+		ip = &dbsqlc.InterruptInsertParams{ID: rid, TaskID: id, Node: r.Node, Kind: r.Kind,
+			Iteration: int32(r.Iteration), Payload: payload, CreatedAt: r.CreatedAt}
 	}
 
-	// Results are read in queue order; the callbacks fill in seqs and versions.
+	// The statements of one commit; results are read in queue order, and
+	// the callbacks fill in seqs and versions.
 	var seqs []int64
-	events.Query(func(rows pgx.Rows) error {
-		var err error
-		seqs, err = pgx.CollectRows(rows, pgx.RowTo[int64])
-		return err
-	})
 	var versions []int32
-	if arts != nil {
-		arts.Query(func(rows pgx.Rows) error {
-			var err error
-			versions, err = pgx.CollectRows(rows, pgx.RowTo[int32])
-			return err
-		})
-	}
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return translate(err)
+	u := &unit{redoable: c.Redoable, queue: func(b *pgx.Batch) {
+		if t := c.Create; t != nil {
+			dbsqlc.Queue(b, func(q *dbsqlc.Queries) error {
+				return q.TaskInsert(ctx, dbsqlc.TaskInsertParams{ID: id, Workflow: t.Workflow, Title: t.Title,
+					Input: t.Input, Options: t.Options, Status: string(t.Status), CurrentNode: t.CurrentNode,
+					CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt})
+			})
+		}
+		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.TaskCommit(ctx, p); return err }).
+			Query(func(rows pgx.Rows) error {
+				var err error
+				seqs, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+				return err
+			})
+		if ap != nil {
+			dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.ArtifactInsertMany(ctx, *ap); return err }).
+				Query(func(rows pgx.Rows) error {
+					var err error
+					versions, err = pgx.CollectRows(rows, pgx.RowTo[int32])
+					return err
+				})
+		}
+		if ip != nil {
+			dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.InterruptInsert(ctx, *ip) })
+		}
+	}}
+	if err := s.group.commit(ctx, u); err != nil {
+		return err
 	}
 	for i := range c.Events {
 		if i < len(seqs) {

@@ -106,6 +106,7 @@ func NewPool(tb testing.TB) *pgxpool.Pool {
 		tb.Fatalf("pgtest: parse connection string: %v", err)
 	}
 	cfg.MaxConns = poolMaxConns
+	postgres.ConfigurePool(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

@@ -1,0 +1,160 @@
+package postgres
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
+)
+
+// Group commit. Every node run of every task ends in one commit. With many
+// tasks running, PostgreSQL spends more on each transaction than on its
+// rows: a backend woken per commit, a commit record, a WAL flush to wait
+// for, a round trip, and on a small machine the context switches between
+// a dozen busy backends. So commits do not go to the database one by one:
+// at most `lanes` batches are in flight, and the commits that arrive while
+// they are busy travel together in the next batch — one transaction, one
+// round trip, one flush for all of them. An idle store sends a commit at
+// once; batches grow only under load, as PostgreSQL's own group commit does.
+//
+// A batch is all or nothing. When it fails (a lease lost by one of its
+// tasks raises and aborts the whole transaction), nothing of it was
+// written, and each of its commits is sent again alone, so that only the
+// commit at fault sees the error.
+
+const (
+	// maxGroup bounds a batch: past a few dozen commits the round trip is
+	// already amortised, and a long batch holds its row locks longer.
+	maxGroup = 32
+	// groupTimeout bounds a batch. A batch serves several callers, so no
+	// one caller's context may cancel it; this is its own limit.
+	groupTimeout = time.Minute
+)
+
+// unit is one Commit: its statements, queued with the callbacks that read
+// their results. queue may run more than once (the second time alone, after
+// its batch failed), so the callbacks must overwrite, not append.
+type unit struct {
+	redoable bool
+	queue    func(b *pgx.Batch)
+	done     chan error
+}
+
+type committer struct {
+	pool  *pgxpool.Pool
+	lanes int
+
+	mu      sync.Mutex
+	pending []*unit
+	active  int // batches in flight
+
+	batches, commits, splits atomic.Int64
+}
+
+// CommitStats counts what the store's group commit did.
+type CommitStats struct {
+	Batches int64 // batches sent
+	Commits int64 // commits they carried: Commits/Batches is the mean group size
+	Splits  int64 // batches that failed and were sent again commit by commit
+}
+
+// CommitStats returns the counts since the store was made.
+func (s *Store) CommitStats() CommitStats {
+	g := s.group
+	return CommitStats{Batches: g.batches.Load(), Commits: g.commits.Load(), Splits: g.splits.Load()}
+}
+
+// lanes is how many batches may be in flight: one per core PostgreSQL may
+// use (the server usually shares the machine's cores with it), at least two
+// so that a batch in flight never holds back the next one entirely.
+func lanes() int { return max(2, runtime.GOMAXPROCS(0)) }
+
+func newCommitter(pool *pgxpool.Pool, lanes int) *committer {
+	return &committer{pool: pool, lanes: max(lanes, 1)}
+}
+
+// commit sends u, alone or with others, and returns its outcome. When ctx
+// ends first, commit returns ctx.Err() and u may still be committed, as a
+// batch cancelled in flight may or may not have been; a fenced write makes
+// either outcome safe for the engine, which reloads before it runs again.
+func (g *committer) commit(ctx context.Context, u *unit) error {
+	u.done = make(chan error, 1)
+	g.mu.Lock()
+	g.pending = append(g.pending, u)
+	start := g.active < g.lanes
+	if start {
+		g.active++
+	}
+	g.mu.Unlock()
+	if start {
+		go g.drive()
+	}
+	select {
+	case err := <-u.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// drive sends batches until nothing is pending.
+func (g *committer) drive() {
+	for {
+		g.mu.Lock()
+		n := min(len(g.pending), maxGroup)
+		if n == 0 {
+			g.active--
+			g.mu.Unlock()
+			return
+		}
+		batch := make([]*unit, n)
+		copy(batch, g.pending)
+		g.pending = append(g.pending[:0], g.pending[n:]...)
+		g.mu.Unlock()
+		g.send(batch)
+	}
+}
+
+func (g *committer) send(units []*unit) {
+	g.batches.Add(1)
+	g.commits.Add(int64(len(units)))
+	err := g.exec(units)
+	if err != nil && len(units) > 1 {
+		// Find the commit at fault: nothing of the batch was written.
+		g.splits.Add(1)
+		for _, u := range units {
+			u.done <- g.exec([]*unit{u})
+		}
+		return
+	}
+	for _, u := range units {
+		u.done <- err
+	}
+}
+
+func (g *committer) exec(units []*unit) error {
+	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
+	defer cancel()
+	b := &pgx.Batch{}
+	redoable := true
+	for _, u := range units {
+		redoable = redoable && u.redoable
+	}
+	if redoable {
+		// Only redoable commits: none needs its flush waited for. WAL is
+		// flushed in order, so the task's next synchronous commit makes
+		// these durable too, and a crash before it loses only what the
+		// engine redoes.
+		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxAsyncCommit(ctx) })
+	}
+	for _, u := range units {
+		u.queue(b)
+	}
+	return translate(g.pool.SendBatch(ctx, b).Close())
+}

@@ -1,0 +1,105 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
+)
+
+// Commits of several tasks that queue up while the store is busy travel as
+// one batch; one of them carrying a stale fence fails alone, writing
+// nothing, and the others are committed.
+func TestGroupCommitIsolatesLeaseLost(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	store := postgres.NewStore(b.pool)
+	e, err := graph.NewEngine(store, []graph.Workflow{testGraph(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	ids := make([]string, n)
+	for i := range ids {
+		task, err := e.Create(ctx, graph.NewTask{Workflow: "counter"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = task.ID
+	}
+	const stale = 3
+	if _, err := b.pool.Exec(ctx, "UPDATE tasks SET lease_fence = 7 WHERE id = $1", ids[stale]); err != nil {
+		t.Fatal(err)
+	}
+	eventsOf := func(id string) int {
+		var c int
+		if err := b.pool.QueryRow(ctx, "SELECT count(*) FROM task_events WHERE task_id = $1", id).Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	staleEvents := eventsOf(ids[stale])
+	before := store.CommitStats()
+
+	pending, release := postgres.HoldCommits(store)
+	outs := make([]graph.Outcome, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outs[i], errs[i] = e.Run(ctx, id, 0)
+		}()
+	}
+	for deadline := time.Now().Add(10 * time.Second); pending() < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d commits queued", pending(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	release()
+	wg.Wait()
+
+	for i := range ids {
+		if i == stale {
+			if !errors.Is(errs[i], graph.ErrLeaseLost) {
+				t.Errorf("task with the stale fence: %v, want ErrLeaseLost", errs[i])
+			}
+			continue
+		}
+		if errs[i] != nil || outs[i].Status != graph.StatusWaiting {
+			t.Errorf("task %d: %+v %v, want waiting at its gate", i, outs[i], errs[i])
+		}
+	}
+	if got := eventsOf(ids[stale]); got != staleEvents {
+		t.Errorf("the stale writer wrote %d events", got-staleEvents)
+	}
+	// The group failed (the stale commit aborted it) and each of its
+	// commits was sent again alone.
+	if after := store.CommitStats(); after.Splits-before.Splits != 1 {
+		t.Errorf("split batches: %d, want 1 (stats %+v)", after.Splits-before.Splits, after)
+	}
+}
+
+// An idle store sends a commit at once, alone.
+func TestGroupCommitIdleSendsAlone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	store := postgres.NewStore(b.pool)
+	e, err := graph.NewEngine(store, []graph.Workflow{testGraph(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Create(context.Background(), graph.NewTask{Workflow: "counter"}); err != nil {
+		t.Fatal(err)
+	}
+	if st := store.CommitStats(); st.Batches != 1 || st.Commits != 1 || st.Splits != 0 {
+		t.Fatalf("stats %+v; want one batch of one commit", st)
+	}
+}
