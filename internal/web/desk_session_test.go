@@ -2,10 +2,12 @@ package web
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/graph"
 )
 
 // restartWith restarts the env's server on its address with tweak applied
@@ -196,5 +199,61 @@ func TestDeskSessionEndedGoesToLogin(t *testing.T) {
 			b.liveOpen()
 			b.screenshot("back-on-the-task")
 		})
+	}
+}
+
+// TestDeskInboxCursor: the inbox page reads through the store's keyset:
+// a cursor shows what comes after it, with the kind filter kept and a
+// link back to the oldest; a cursor the server did not hand out is 400.
+func TestDeskInboxCursor(t *testing.T) {
+	t.Parallel()
+	e := newDeskEnv(t)
+	sess := e.session(defaultUser)
+	first := e.waitPending(e.createFeature("Inbox one"), "prd")
+	second := e.waitPending(e.createFeature("Inbox two"), "prd")
+	items := regexp.MustCompile(`data-interrupt="([^"]+)"`)
+	ids := func(body string) []string {
+		var out []string
+		for _, m := range items.FindAllStringSubmatch(body, -1) {
+			out = append(out, m[1])
+		}
+		return out
+	}
+	cursor := func(itr *graph.Interrupt) string {
+		return base64.RawURLEncoding.EncodeToString([]byte(itr.CreatedAt.UTC().Format(time.RFC3339Nano) + " " + itr.ID))
+	}
+	oldestFirst := []string{first.ID, second.ID}
+	if first.CreatedAt.After(second.CreatedAt) || first.CreatedAt.Equal(second.CreatedAt) && first.ID > second.ID {
+		oldestFirst = []string{second.ID, first.ID}
+	}
+	older := first
+	if oldestFirst[0] == second.ID {
+		older = second
+	}
+
+	for _, c := range []struct {
+		path  string
+		want  []string
+		first bool // a link back to the oldest
+	}{
+		{"/inbox", oldestFirst, false},
+		{"/inbox?kind=prd", oldestFirst, false},
+		{"/inbox?kind=plan", nil, false},
+		{"/inbox?" + url.Values{"after": {cursor(older)}}.Encode(), oldestFirst[1:], true},
+		{"/inbox?" + url.Values{"kind": {"prd"}, "after": {cursor(older)}}.Encode(), oldestFirst[1:], true},
+	} {
+		status, _, body := e.getAs(t, &sess, c.path, nil)
+		if status != http.StatusOK || !slices.Equal(ids(body), c.want) {
+			t.Errorf("%s: %d %v, want %v", c.path, status, ids(body), c.want)
+		}
+		if got := strings.Contains(body, "← Oldest"); got != c.first {
+			t.Errorf("%s: link to the oldest %t, want %t", c.path, got, c.first)
+		}
+	}
+	for _, bad := range []string{"nope", base64.RawURLEncoding.EncodeToString([]byte("yesterday " + first.ID)),
+		base64.RawURLEncoding.EncodeToString([]byte(first.CreatedAt.Format(time.RFC3339Nano) + " not-an-id"))} {
+		if status, _, _ := e.getAs(t, &sess, "/inbox?"+url.Values{"after": {bad}}.Encode(), nil); status != http.StatusBadRequest {
+			t.Errorf("after=%s: %d, want 400", bad, status)
+		}
 	}
 }
