@@ -14,7 +14,9 @@ import (
 
 // DecisionEngine records decisions (graph.Engine).
 type DecisionEngine interface {
-	Decide(ctx context.Context, taskID string, in graph.DecisionInput) (*graph.Decision, error)
+	// DecideInterrupt records in on itr, the interrupt in.InterruptID
+	// names as the Decider has just read it (graph.Engine.DecideInterrupt).
+	DecideInterrupt(ctx context.Context, taskID string, itr *graph.Interrupt, in graph.DecisionInput) (*graph.Decision, error)
 }
 
 // DecisionStore is what the Decider reads and writes besides the engine.
@@ -117,6 +119,30 @@ func (d *Decider) MayApprove(p Principal, task *graph.Task, itr *graph.Interrupt
 // are the engine's (*graph.ValidationError, graph.ErrInterruptNotFound,
 // *graph.ConflictError).
 func (d *Decider) Decide(ctx context.Context, p Principal, taskID string, in graph.DecisionInput) (Outcome, error) {
+	return d.decide(ctx, p, taskID, nil, in)
+}
+
+// Subject is what a decision is about as its caller has just read it (the
+// API and the desk read both in one statement to check the task exists and
+// who may see it): the task, and the interrupt the decision names, nil
+// when no interrupt has that id.
+type Subject struct {
+	Task      *graph.Task
+	Interrupt *graph.Interrupt
+}
+
+// DecideOn is Decide on a subject already read: neither the task nor the
+// interrupt is read again, and every check and error is Decide's. Whether
+// the interrupt is still pending is settled where the decision is written
+// (one statement), so a subject gone stale meanwhile is a
+// *graph.ConflictError, never a second decision. A subject whose
+// interrupt has another id than in.InterruptID is read afresh.
+func (d *Decider) DecideOn(ctx context.Context, p Principal, s Subject, in graph.DecisionInput) (Outcome, error) {
+	return d.decide(ctx, p, s.Task.ID, &s, in)
+}
+
+// decide is Decide, reading what s (nil: nothing) does not hold.
+func (d *Decider) decide(ctx context.Context, p Principal, taskID string, s *Subject, in graph.DecisionInput) (Outcome, error) {
 	in.DecidedBy = p.Name
 	in.InterruptID = strings.TrimSpace(in.InterruptID)
 	in.Action = strings.TrimSpace(in.Action)
@@ -130,16 +156,33 @@ func (d *Decider) Decide(ctx context.Context, p Principal, taskID string, in gra
 	case !graph.ValidID(in.InterruptID):
 		return Outcome{}, &graph.ValidationError{Field: "interrupt_id", Message: "is not a uuid"}
 	}
-	itr, err := d.store.Interrupt(ctx, in.InterruptID)
-	if err != nil {
-		return Outcome{}, err
+	var (
+		task *graph.Task
+		itr  *graph.Interrupt
+	)
+	if s != nil {
+		task = s.Task
+		if s.Interrupt == nil {
+			return Outcome{}, graph.ErrInterruptNotFound
+		}
+		if strings.EqualFold(s.Interrupt.ID, in.InterruptID) {
+			itr = s.Interrupt
+		}
+	}
+	if itr == nil {
+		var err error
+		if itr, err = d.store.Interrupt(ctx, in.InterruptID); err != nil {
+			return Outcome{}, err
+		}
 	}
 	if itr.TaskID != taskID {
 		return Outcome{}, &graph.WrongTaskError{InterruptID: in.InterruptID, TaskID: taskID}
 	}
-	task, err := d.store.Task(ctx, taskID)
-	if err != nil {
-		return Outcome{}, err
+	if task == nil {
+		var err error
+		if task, err = d.store.Task(ctx, taskID); err != nil {
+			return Outcome{}, err
+		}
 	}
 	out := Outcome{Kind: itr.Kind, Required: d.policy.Required(itr.Kind)}
 	if err := d.MayDecide(p, task, itr); err != nil {
@@ -181,7 +224,7 @@ func (d *Decider) Decide(ctx context.Context, p Principal, taskID string, in gra
 		// failure between its approval and the decision): decide.
 		in.Approvers = approvers
 	}
-	dec, err := d.engine.Decide(ctx, taskID, in)
+	dec, err := d.engine.DecideInterrupt(ctx, taskID, itr, in)
 	if err != nil {
 		return out, err
 	}

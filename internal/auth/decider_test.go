@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
@@ -376,5 +377,120 @@ func TestConcurrentApprovals(t *testing.T) {
 	ds, _ := e.store.Decisions(ctx, task.ID)
 	if len(ds) != 1 {
 		t.Fatalf("decisions: %+v", ds)
+	}
+}
+
+// countingStore counts the tasks and interrupts read through it, by the
+// Decider and by the engine.
+type countingStore struct {
+	*postgres.Store
+	tasks, interrupts atomic.Int32
+}
+
+func (s *countingStore) Task(ctx context.Context, id string) (*graph.Task, error) {
+	s.tasks.Add(1)
+	return s.Store.Task(ctx, id)
+}
+
+func (s *countingStore) Interrupt(ctx context.Context, id string) (*graph.Interrupt, error) {
+	s.interrupts.Add(1)
+	return s.Store.Interrupt(ctx, id)
+}
+
+// TestDecideOn: a decision on a subject already read (the task and the
+// interrupt, in one statement) reads neither again, and answers as
+// Decide does: refusals, the interrupt missing or of another task, a
+// subject gone stale, several approvers.
+func TestDecideOn(t *testing.T) {
+	t.Parallel()
+	e := newDeciderEnv(t, auth.NewPolicy(map[string]int{"merge": 2}, []string{"merge"}))
+	cs := &countingStore{Store: e.store}
+	engine, err := graph.NewEngine(cs, []graph.Workflow{shipGraph(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	decider := auth.NewDecider(engine, cs, e.decider.Policy(), nil)
+	ctx := context.Background()
+	subject := func(taskID, itrID string) auth.Subject {
+		t.Helper()
+		task, itr, err := e.store.DecisionSubject(ctx, taskID, itrID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return auth.Subject{Task: task, Interrupt: itr}
+	}
+	reads := func(want int32) {
+		t.Helper()
+		if n := cs.tasks.Load() + cs.interrupts.Load(); n != want {
+			t.Errorf("%d tasks and %d interrupts read, want %d in all", cs.tasks.Load(), cs.interrupts.Load(), want)
+		}
+	}
+	ann, bob, carol := user("ann", auth.RoleApprover), user("bob", auth.RoleApprover), user("carol", auth.RoleApprover)
+
+	task, prd := e.waitingAt(t, "carol", "prd")
+	stale := subject(task.ID, prd.ID)
+	_, err = decider.DecideOn(ctx, user("vic", auth.RoleViewer), stale, approve(prd.ID))
+	wantForbidden(t, err, "needs the approver role")
+	_, err = decider.DecideOn(ctx, user("mia", auth.RoleApprover, "merge"), stale, approve(prd.ID))
+	wantForbidden(t, err, "mia may decide only merge interrupts, not prd")
+	if _, err := decider.DecideOn(ctx, ann, stale, graph.DecisionInput{InterruptID: "nope", Action: "approve"}); !errors.Is(err, graph.ErrInvalid) {
+		t.Fatalf("malformed interrupt id: %v", err)
+	}
+	if _, err := decider.DecideOn(ctx, ann, stale, graph.DecisionInput{InterruptID: prd.ID, Action: "maybe"}); !errors.Is(err, graph.ErrInvalid) {
+		t.Fatalf("unknown action: %v", err)
+	}
+	unknown := graph.NewID()
+	if _, err := decider.DecideOn(ctx, ann, subject(task.ID, unknown), approve(unknown)); !errors.Is(err, graph.ErrInterruptNotFound) {
+		t.Fatalf("unknown interrupt: %v", err)
+	}
+	other, otherItr := e.waitingAt(t, "carol", "prd")
+	var wt *graph.WrongTaskError
+	if _, err := decider.DecideOn(ctx, ann, subject(task.ID, otherItr.ID), approve(otherItr.ID)); !errors.As(err, &wt) ||
+		!errors.Is(err, graph.ErrInterruptNotFound) {
+		t.Fatalf("another task's interrupt: %v", err)
+	}
+	out, err := decider.DecideOn(ctx, ann, stale, approve(prd.ID))
+	if err != nil || out.Pending() || out.Decision.DecidedBy != "ann" || out.Decision.InterruptID != prd.ID {
+		t.Fatalf("approval: %+v %v", out, err)
+	}
+	reads(0)
+	// The subject still says pending; the decision is refused all the same.
+	if _, err := decider.DecideOn(ctx, bob, stale, approve(prd.ID)); !errors.Is(err, graph.ErrConflict) {
+		t.Fatalf("a second decision on a stale subject: %v", err)
+	}
+	// An interrupt of another id than the decision names is read afresh.
+	mixed := subject(other.ID, otherItr.ID)
+	mixed.Interrupt = stale.Interrupt
+	if _, err := decider.DecideOn(ctx, bob, mixed, approve(otherItr.ID)); err != nil {
+		t.Fatalf("decision with a subject of another interrupt: %v", err)
+	}
+	reads(1)
+	if ts, is := e.status(t, other.ID, otherItr.ID); ts != graph.StatusQueued || is != graph.InterruptResolved {
+		t.Fatalf("the other task after its decision: %s %s", ts, is)
+	}
+
+	// merge=2 with separation of duties, every step on a subject.
+	mt, merge := e.waitingAt(t, "carol", "merge")
+	cs.tasks.Store(0)
+	cs.interrupts.Store(0)
+	_, err = decider.DecideOn(ctx, carol, subject(mt.ID, merge.ID), approve(merge.ID))
+	wantForbidden(t, err, "separation of duties: carol started this task")
+	out, err = decider.DecideOn(ctx, ann, subject(mt.ID, merge.ID), approve(merge.ID))
+	if err != nil || !out.Pending() || out.Progress() != "1 of 2 approvals" {
+		t.Fatalf("first approval: %+v %v", out, err)
+	}
+	_, err = decider.DecideOn(ctx, ann, subject(mt.ID, merge.ID), approve(merge.ID))
+	wantForbidden(t, err, "ann has already approved this merge (1 of 2 approvals)")
+	out, err = decider.DecideOn(ctx, bob, subject(mt.ID, merge.ID), approve(merge.ID))
+	if err != nil || out.Pending() || out.Decision.DecidedBy != "bob" || !slices.Equal(out.Approvers, []string{"ann", "bob"}) {
+		t.Fatalf("second approval: %+v %v", out, err)
+	}
+	reads(0)
+	if ts, is := e.status(t, mt.ID, merge.ID); ts != graph.StatusQueued || is != graph.InterruptResolved {
+		t.Fatalf("after two approvals: %s %s", ts, is)
+	}
+	refused, _ := e.svc.AuditTrail(ctx, auth.AuditFilter{Kind: "decision.refused"})
+	if len(refused) != 4 {
+		t.Errorf("refusals in the audit trail: %d, want 4", len(refused))
 	}
 }
