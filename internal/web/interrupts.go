@@ -43,15 +43,18 @@ func (s *Server) decide(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	t, err := s.store.Task(ctx, id)
+	who := principalOf(c)
+	// The task and the interrupt named, in one statement: the Decider
+	// checks and records on them without reading either again.
+	t, itr, err := s.store.DecisionSubject(ctx, id, req.InterruptID)
 	if err != nil {
 		return err
 	}
-	if err := mayRead(principalOf(c), t); err != nil {
+	if err := mayRead(who, t); err != nil {
 		return err
 	}
-	out, err := s.decider.Decide(ctx, principalOf(c), id, graph.DecisionInput{InterruptID: req.InterruptID,
-		Action: req.Action, Feedback: req.Feedback, Value: req.Value})
+	out, err := s.decider.DecideOn(ctx, who, auth.Subject{Task: t, Interrupt: itr}, graph.DecisionInput{
+		InterruptID: req.InterruptID, Action: req.Action, Feedback: req.Feedback, Value: req.Value})
 	if errors.Is(err, graph.ErrInterruptNotFound) {
 		// Say which is missing: the task or its interrupt.
 		if _, terr := s.store.Task(ctx, id); terr != nil {
@@ -61,10 +64,26 @@ func (s *Server) decide(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if !out.Pending() {
-		s.wakeRunner()
+	if out.Pending() {
+		// One approval of several: the interrupt waits on with one more
+		// approver, and the task moved too (its approval event).
+		return s.renderTask(c, http.StatusAccepted, id)
 	}
-	return s.renderTask(c, http.StatusAccepted, id)
+	s.wakeRunner()
+	return writeJSON(c, http.StatusAccepted, taskJSON(decidedTask(t, out.Decision), nil))
+}
+
+// decidedTask is t as the decision d left it, so that the answer needs no
+// read of its own: DecisionRecord makes the task queued with updated_at =
+// now(), the decision's own time (one statement), and resolves the one
+// interrupt it waited on. The rest of a waiting task stays as read: the
+// only other change it can meet, a cancel, refuses the decision. A worker
+// may have claimed the task since; the answer is what the decision left.
+func decidedTask(t *graph.Task, d *graph.Decision) *graph.Task {
+	after := *t
+	after.Status = graph.StatusQueued
+	after.UpdatedAt = d.DecidedAt
+	return &after
 }
 
 // decodeDecision reads a decision request: one JSON object of the

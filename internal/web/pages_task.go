@@ -661,7 +661,9 @@ func (d *desk) decideForm(c echo.Context) error {
 	feedback := c.FormValue("feedback")
 	value := c.FormValue("value")
 	who := userOf(ctx)
-	t, err := d.s.store.Task(ctx, id)
+	// The task and the interrupt named, in one statement: the Decider
+	// checks and records on them without reading either again.
+	t, itr, err := d.s.store.DecisionSubject(ctx, id, itrID)
 	if err != nil {
 		return err
 	}
@@ -674,8 +676,8 @@ func (d *desk) decideForm(c echo.Context) error {
 		raw, _ = json.Marshal(value)
 	}
 	// The decision is the signed-in principal's, under the approval policy.
-	out, decideErr := d.s.decider.Decide(ctx, who.p, id, graph.DecisionInput{InterruptID: itrID, Action: action,
-		Feedback: feedback, Value: raw})
+	out, decideErr := d.s.decider.DecideOn(ctx, who.p, auth.Subject{Task: t, Interrupt: itr},
+		graph.DecisionInput{InterruptID: itrID, Action: action, Feedback: feedback, Value: raw})
 	var (
 		ve   *graph.ValidationError
 		cf   *graph.ConflictError

@@ -110,18 +110,15 @@ func excerpt(s string, n int) string {
 	return strings.TrimRight(cut, " .,;:") + "…"
 }
 
-// renderTask writes the task as stored now, with its pending interrupt.
+// renderTask writes the task as stored now, with its pending interrupt
+// (both read in one statement).
 func (s *Server) renderTask(c echo.Context, status int, id string) error {
 	ctx := c.Request().Context()
-	t, err := s.store.Task(ctx, id)
+	t, pending, err := s.store.TaskWithPending(ctx, id)
 	if err != nil {
 		return err
 	}
 	if err := mayRead(principalOf(c), t); err != nil {
-		return err
-	}
-	pending, err := s.store.PendingInterrupt(ctx, t.ID)
-	if err != nil {
 		return err
 	}
 	out := taskJSON(t, pending)
