@@ -19,6 +19,7 @@ import (
 type Workflow interface {
 	Name() string
 	Describe() Description
+	entryNode() string
 	initial(input json.RawMessage, opts Options) (json.RawMessage, error)
 	checkEdit(state json.RawMessage, node, content string) error
 	run(ctx context.Context, e *Engine, snap *Snapshot, fence int64, drain <-chan struct{}) (Outcome, error)
@@ -126,7 +127,7 @@ func (e *Engine) Create(ctx context.Context, nt NewTask) (*Task, error) {
 		return nil, &ValidationError{Field: "id", Message: "is not a uuid"}
 	}
 	now := e.now()
-	entry := w.Describe().Entry
+	entry := w.entryNode()
 	t := &Task{ID: nt.ID, Workflow: nt.Workflow, Title: nt.Title, Input: nt.Input, Options: opts.Raw,
 		Status: StatusQueued, CurrentNode: entry, CreatedBy: nt.CreatedBy, CreatedAt: now, UpdatedAt: now}
 	c := &Commit{TaskID: t.ID, Create: t, Status: StatusQueued, CurrentNode: entry, Reason: "start",

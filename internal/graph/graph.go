@@ -385,6 +385,10 @@ func (g *Graph[S]) Describe() Description {
 	return d
 }
 
+// entryNode is the first node (Describe builds the whole picture, Mermaid
+// included: too much for each task created).
+func (g *Graph[S]) entryNode() string { return g.entry }
+
 // Mermaid renders the graph as Mermaid flowchart text.
 func (g *Graph[S]) Mermaid() string { return g.Describe().Mermaid }
 
