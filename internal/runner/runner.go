@@ -133,25 +133,50 @@ func (r *Runner) loop() {
 	defer close(r.done)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	// backlog: the last claim filled every free slot, so runnable tasks may
+	// be waiting for a worker to free up. Without it, a freed worker has
+	// nothing to look for: every task that became runnable since sent a
+	// wake-up of its own.
+	backlog := false
+	var expiry time.Time // earliest lease expiry, as last read
+	var expiryRead time.Time
 	for {
-		more := r.claim()
+		var full bool
+		backlog, full = r.claim()
 		wait := r.cfg.MaxSweep
-		if more {
+		if backlog && !full {
 			wait = 0
-		} else if next, err := r.store.NextExpiry(r.runCtx); err == nil {
+		} else {
 			// Wake just after the earliest lease expires: a dead replica's
-			// task moves on without delay beyond its TTL.
-			if d := time.Until(next) + 50*time.Millisecond; d < wait {
-				wait = max(d, 50*time.Millisecond)
+			// task moves on without delay beyond its TTL. A reading a second
+			// old is good enough (leases last many seconds) and spares a
+			// query per claim when tasks come and go quickly.
+			if time.Since(expiryRead) > time.Second {
+				if next, err := r.store.NextExpiry(r.runCtx); err == nil {
+					expiry, expiryRead = next, time.Now()
+				}
+			}
+			if !expiry.IsZero() {
+				if d := time.Until(expiry) + 50*time.Millisecond; d < wait {
+					wait = max(d, 50*time.Millisecond)
+				}
 			}
 		}
 		timer.Reset(wait)
-		select {
-		case <-r.stopCh:
-			return
-		case <-r.wake:
-		case <-r.freed:
-		case <-timer.C:
+	wait:
+		for {
+			select {
+			case <-r.stopCh:
+				return
+			case <-r.wake:
+			case <-r.freed:
+				if !backlog {
+					continue wait
+				}
+			case <-timer.C:
+				expiryRead = time.Time{} // the sweep reads it afresh
+			}
+			break
 		}
 		if !timer.Stop() {
 			select {
@@ -162,20 +187,21 @@ func (r *Runner) loop() {
 	}
 }
 
-// claim fills free worker slots; it reports whether more work may wait.
-func (r *Runner) claim() bool {
+// claim fills free worker slots. more reports whether runnable tasks may
+// be left waiting; full, that no slot was free to look.
+func (r *Runner) claim() (more, full bool) {
 	r.mu.Lock()
 	free := r.cfg.Workers - len(r.inflight)
 	r.mu.Unlock()
 	if free <= 0 {
-		return false
+		return true, true
 	}
 	claims, err := r.store.Claim(r.runCtx, r.cfg.Owner, free, r.cfg.LeaseTTL)
 	if err != nil {
 		if r.runCtx.Err() == nil {
 			r.log.Error("claiming tasks", "error", err)
 		}
-		return false
+		return false, false
 	}
 	for _, c := range claims {
 		r.mu.Lock()
@@ -185,7 +211,7 @@ func (r *Runner) claim() bool {
 		r.wg.Add(1)
 		go r.execute(c)
 	}
-	return len(claims) == free
+	return len(claims) == free, false
 }
 
 func (r *Runner) execute(c postgres.Claim) {

@@ -329,3 +329,40 @@ func TestCancelStopsTheWorker(t *testing.T) {
 		t.Fatalf("slow completed after cancel: %v", c)
 	}
 }
+
+// Tasks that became runnable while every worker was busy are claimed as
+// soon as a worker frees up, not at the next sweep: their wake-ups arrived
+// when the runner could not take them.
+func TestBusyRunnerClaimsBacklogWhenFreed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	store := postgres.NewStore(b.pool)
+	e, err := graph.NewEngine(store, []graph.Workflow{b.g.graph(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No sweep within the test: only wake-ups and freed workers move work.
+	r := runner.New(store, e, runner.Config{Owner: "r", Workers: 1, LeaseTTL: time.Minute, MaxSweep: time.Hour})
+	b.g.mu.Lock()
+	b.g.hold = true
+	b.g.mu.Unlock()
+	r.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		r.Stop(ctx)
+	})
+	first := b.create(t, e, 1)[0]
+	r.Wake()
+	<-b.g.entered // the only worker is busy with the first task
+	rest := b.create(t, e, 3)
+	r.Wake() // arrives while no slot is free
+	time.Sleep(50 * time.Millisecond)
+	b.g.mu.Lock()
+	b.g.hold = false
+	b.g.mu.Unlock()
+	close(b.g.release)
+	for _, id := range append([]string{first}, rest...) {
+		b.waitStatus(t, id, graph.StatusSucceeded, 5*time.Second)
+	}
+}
