@@ -271,9 +271,9 @@ func cmdRun(ctx context.Context, args []string, getenv func(string) string, stdi
 	// we leave, so a serve replica (or a later run --attach) continues.
 	exec := runner.New(oneTask{Store: store, id: task.ID}, engine, runner.Config{Owner: replicaName(), Workers: 1,
 		LeaseTTL: cfg.LeaseTTL, MaxSweep: 5 * time.Second, Logger: log.With("component", "runner")})
-	hub.OnRunnable(func(id string) {
+	hub.OnRunnable(func(id string, seq int64) {
 		if id == "" || id == task.ID {
-			exec.Wake()
+			exec.WakeFor(id, seq)
 		}
 	})
 	select {

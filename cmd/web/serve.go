@@ -114,7 +114,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	run := runner.New(store, engine, runner.Config{Owner: owner, Workers: cfg.Workers, LeaseTTL: cfg.LeaseTTL,
 		Logger: log.With("component", "runner")})
 	if cfg.Workers > 0 {
-		hub.OnRunnable(func(string) { run.Wake() })
+		hub.OnRunnable(run.WakeFor)
 		run.Start()
 	}
 

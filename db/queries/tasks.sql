@@ -88,7 +88,7 @@ WHERE id IN (
     LIMIT sqlc.arg(max_tasks)::int
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, lease_fence;
+RETURNING id, lease_fence, event_seq;
 
 -- TaskClaimOne is TaskClaim for one task: `gatehouse run` executes only the
 -- task it follows.
@@ -106,7 +106,7 @@ WHERE id IN (
            OR (c.status = 'running' AND (c.lease_expires_at IS NULL OR c.lease_expires_at < now())))
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, lease_fence;
+RETURNING id, lease_fence, event_seq;
 
 -- name: TaskHeartbeat :execrows
 UPDATE tasks SET lease_expires_at = now() + sqlc.arg(ttl_seconds)::float8 * interval '1 second'

@@ -62,7 +62,7 @@ func newStack(b *testing.B, workers int) *stack {
 		b.Fatal(err)
 	}
 	r := runner.New(store, e, runner.Config{Owner: "bench", Workers: workers, LeaseTTL: 15 * time.Second})
-	hub.OnRunnable(func(string) { r.Wake() })
+	hub.OnRunnable(r.WakeFor)
 	r.Start()
 	srv := web.New(web.Deps{Engine: e, Store: store, Hub: hub, Wake: r.Wake, BootstrapToken: token,
 		Ready: func(context.Context) error { return nil }})

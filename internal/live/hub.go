@@ -44,7 +44,7 @@ type Hub struct {
 	// published holds, per task, the recent seq spans this hub published
 	// from local commits, so announcements of them cost no fetch.
 	published map[string][]span
-	wake      []func(taskID string)
+	wake      []func(taskID string, seq int64)
 	ready     bool
 	readyCh   chan struct{}
 	fetchBuf  int
@@ -75,9 +75,10 @@ func NewHub(connString string, src EventSource, log *slog.Logger) *Hub {
 }
 
 // OnRunnable registers f to be called (on the hub's goroutine: keep it
-// short) with the id of each task announced runnable, and with "" after a
-// reconnect, when announcements may have been missed.
-func (h *Hub) OnRunnable(f func(taskID string)) {
+// short) with the id of each task announced runnable and the seq of the
+// event that made it so (0 when unknown), and with "" after a reconnect,
+// when announcements may have been missed.
+func (h *Hub) OnRunnable(f func(taskID string, seq int64)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.wake = append(h.wake, f)
@@ -184,7 +185,7 @@ func (h *Hub) listen(ctx context.Context) error {
 	// Anything announced while we were not listening is missed: let the
 	// workers look for work.
 	for _, f := range wake {
-		f("")
+		f("", 0)
 	}
 	for {
 		n, err := conn.WaitForNotification(ctx)
@@ -196,8 +197,9 @@ func (h *Hub) listen(ctx context.Context) error {
 			h.mu.Lock()
 			wake := h.wake
 			h.mu.Unlock()
+			task, seq := parseRunnable(n.Payload)
 			for _, f := range wake {
-				f(n.Payload)
+				f(task, seq)
 			}
 		case ChannelEvents:
 			h.announce(ctx, n.Payload)
@@ -280,6 +282,16 @@ func (h *Hub) dropAll(why string) {
 			h.drop(s, why)
 		}
 	}
+}
+
+// parseRunnable reads "<task>" or "<task>@<seq>"; a seq it cannot read is
+// unknown (0), which wakes workers as a plain announcement does.
+func parseRunnable(p string) (task string, seq int64) {
+	task, at, ok := strings.Cut(p, "@")
+	if ok {
+		seq, _ = strconv.ParseInt(at, 10, 64)
+	}
+	return task, max(seq, 0)
 }
 
 func parsePayload(p string) (task string, first, last int64, err error) {

@@ -17,6 +17,9 @@ import (
 type Claim struct {
 	TaskID string
 	Fence  int64
+	// Seq is the task's last event seq when it was claimed: the claim
+	// consumed every runnable announcement up to it.
+	Seq int64
 }
 
 // Claim leases up to max runnable tasks to owner for ttl: queued tasks and
@@ -29,7 +32,7 @@ func (s *Store) Claim(ctx context.Context, owner string, max int, ttl time.Durat
 	}
 	out := make([]Claim, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, Claim{TaskID: r.ID.String(), Fence: r.LeaseFence})
+		out = append(out, Claim{TaskID: r.ID.String(), Fence: r.LeaseFence, Seq: r.EventSeq})
 	}
 	return out, nil
 }
@@ -47,7 +50,7 @@ func (s *Store) ClaimTask(ctx context.Context, owner, taskID string, ttl time.Du
 	}
 	out := make([]Claim, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, Claim{TaskID: r.ID.String(), Fence: r.LeaseFence})
+		out = append(out, Claim{TaskID: r.ID.String(), Fence: r.LeaseFence, Seq: r.EventSeq})
 	}
 	return out, nil
 }
@@ -168,7 +171,7 @@ func (s *Store) transition(ctx context.Context, taskID, action string, change fu
 	}
 	notes := []note{{task: taskID, first: seq, last: seq}}
 	if runnable {
-		notes = append(notes, note{task: taskID})
+		notes = append(notes, note{task: taskID, at: seq})
 	}
 	s.announce(ctx, notes...)
 	s.publish(ctx, taskID, seq)

@@ -26,6 +26,10 @@ const notifyWindow = 2 * time.Millisecond
 type note struct {
 	task        string
 	first, last int64 // events; 0 for a runnable note
+	// at: for a runnable note, the seq of the event that made the task
+	// runnable (0 when none did, as for a lease handed back): a worker
+	// that claimed the task at that seq or later need not look again.
+	at int64
 }
 
 func (n note) channel() string {
@@ -37,6 +41,9 @@ func (n note) channel() string {
 
 func (n note) payload() string {
 	if n.last == 0 {
+		if n.at > 0 {
+			return fmt.Sprintf("%s@%d", n.task, n.at)
+		}
 		return n.task
 	}
 	return fmt.Sprintf("%s:%d:%d", n.task, n.first, n.last)
@@ -121,6 +128,13 @@ func coalesce(batch []note) []note {
 		key := x.channel() + x.task
 		if i, ok := idx[key]; ok {
 			if x.last == 0 {
+				// The later cause wins; an unknown one (0) wins over all.
+				if y := &out[i]; y.at != 0 {
+					y.at = max(y.at, x.at)
+					if x.at == 0 {
+						y.at = 0
+					}
+				}
 				continue
 			}
 			if y := &out[i]; x.first == y.last+1 {

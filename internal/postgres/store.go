@@ -238,7 +238,7 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 	}
 	notes := []note{{task: c.TaskID, first: seqs[0], last: seqs[len(seqs)-1]}}
 	if c.Create != nil {
-		notes = append(notes, note{task: c.TaskID})
+		notes = append(notes, note{task: c.TaskID, at: seqs[len(seqs)-1]})
 	}
 	s.announce(ctx, notes...)
 	return nil
@@ -316,7 +316,7 @@ func (s *Store) Decide(ctx context.Context, d *graph.Decision, ev *graph.Event) 
 		return fmt.Errorf("decide: %w", err)
 	}
 	did, at, seq := row.ID, row.DecidedAt, row.Seq
-	s.announce(ctx, note{task: d.TaskID, first: seq, last: seq}, note{task: d.TaskID})
+	s.announce(ctx, note{task: d.TaskID, first: seq, last: seq}, note{task: d.TaskID, at: seq})
 	d.ID, d.DecidedAt = did.String(), at
 	ev.Seq, ev.TaskID = seq, d.TaskID
 	return nil

@@ -31,6 +31,9 @@ type Engine interface {
 	Fail(ctx context.Context, taskID string, fence int64, cause error) error
 }
 
+// maxClaimedAt bounds the memory of recent claims.
+const maxClaimedAt = 4096
+
 // Config configures a Runner.
 type Config struct {
 	Owner    string        // this replica's name in lease_owner
@@ -63,6 +66,9 @@ type Runner struct {
 	mu       sync.Mutex
 	inflight map[string]postgres.Claim
 	executed int
+	// claimedAt: each task this runner claimed lately, with its last event
+	// seq at the claim (see WakeFor).
+	claimedAt map[string]int64
 }
 
 // New returns a runner.
@@ -83,7 +89,7 @@ func New(store Store, engine Engine, cfg Config) *Runner {
 	return &Runner{store: store, engine: engine, cfg: cfg, log: cfg.Logger,
 		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1), stopCh: make(chan struct{}), done: make(chan struct{}),
 		drain:  make(chan struct{}),
-		runCtx: ctx, cancelRun: cancel, inflight: map[string]postgres.Claim{}}
+		runCtx: ctx, cancelRun: cancel, inflight: map[string]postgres.Claim{}, claimedAt: map[string]int64{}}
 }
 
 // Wake asks the runner to look for work now. It never blocks.
@@ -92,6 +98,23 @@ func (r *Runner) Wake() {
 	case r.wake <- struct{}{}:
 	default:
 	}
+}
+
+// WakeFor is Wake for a task announced runnable by the event with seq
+// (0: unknown). When this runner claimed the task after that event, the
+// claim already consumed the announcement and there is nothing to look
+// for: a replica hears of its own decisions twice, from the handler that
+// took them and from NOTIFY, and would otherwise claim in vain each time.
+func (r *Runner) WakeFor(taskID string, seq int64) {
+	if seq > 0 {
+		r.mu.Lock()
+		at, ok := r.claimedAt[taskID]
+		r.mu.Unlock()
+		if ok && at >= seq {
+			return
+		}
+	}
+	r.Wake()
 }
 
 // Executed counts the task runs this runner started.
@@ -207,6 +230,10 @@ func (r *Runner) claim() (more, full bool) {
 		r.mu.Lock()
 		r.inflight[c.TaskID] = c
 		r.executed++
+		if len(r.claimedAt) >= maxClaimedAt {
+			clear(r.claimedAt) // forgetting costs only a claim in vain
+		}
+		r.claimedAt[c.TaskID] = c.Seq
 		r.mu.Unlock()
 		r.wg.Add(1)
 		go r.execute(c)

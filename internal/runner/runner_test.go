@@ -106,7 +106,7 @@ func (b bundle) replica(t *testing.T, name string, workers int, ttl time.Duratio
 	go hub.Run(ctx)
 	<-hub.Ready()
 	r := runner.New(store, e, runner.Config{Owner: name, Workers: workers, LeaseTTL: ttl})
-	hub.OnRunnable(func(string) { r.Wake() })
+	hub.OnRunnable(r.WakeFor)
 	r.Start()
 	rep := &replica{store: store, engine: e, runner: r, hub: hub, cancel: cancel}
 	t.Cleanup(func() {
@@ -364,5 +364,56 @@ func TestBusyRunnerClaimsBacklogWhenFreed(t *testing.T) {
 	close(b.g.release)
 	for _, id := range append([]string{first}, rest...) {
 		b.waitStatus(t, id, graph.StatusSucceeded, 5*time.Second)
+	}
+}
+
+// countingStore counts the runner's claims.
+type countingStore struct {
+	runner.Store
+	claims atomic.Int64
+}
+
+func (s *countingStore) Claim(ctx context.Context, owner string, max int, ttl time.Duration) ([]postgres.Claim, error) {
+	s.claims.Add(1)
+	return s.Store.Claim(ctx, owner, max, ttl)
+}
+
+// An announcement of a task the runner claimed after the announced event
+// is not news and costs no claim; a later one does.
+func TestWakeForSkipsWhatTheClaimConsumed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	store := postgres.NewStore(b.pool)
+	e, err := graph.NewEngine(store, []graph.Workflow{b.g.graph(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := &countingStore{Store: store}
+	r := runner.New(cs, e, runner.Config{Owner: "r", Workers: 2, LeaseTTL: time.Minute, MaxSweep: time.Hour})
+	r.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		r.Stop(ctx)
+	})
+	id := b.create(t, e, 1)[0]
+	r.Wake()
+	b.waitStatus(t, id, graph.StatusSucceeded, 5*time.Second)
+	settle := func() int64 {
+		time.Sleep(100 * time.Millisecond)
+		return cs.claims.Load()
+	}
+	before := settle()
+	r.WakeFor(id, 1) // task.created, seq 1: the claim saw it
+	if got := settle(); got != before {
+		t.Fatalf("claims %d → %d after an announcement the claim consumed", before, got)
+	}
+	r.WakeFor(id, 1000) // an event after the claim: look
+	if got := settle(); got != before+1 {
+		t.Fatalf("claims %d → %d after a new announcement, want one more", before, got)
+	}
+	r.WakeFor("", 0) // unknown: look
+	if got := settle(); got != before+2 {
+		t.Fatalf("claims %d → %d after an unknown announcement, want one more", before+1, got)
 	}
 }

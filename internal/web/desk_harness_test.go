@@ -134,7 +134,7 @@ func newDeskEnv(t testing.TB, extra ...graph.Workflow) *deskEnv {
 		t.Fatal("hub never listened")
 	}
 	run := runner.New(store, engine, runner.Config{Owner: "desk-test", Workers: 4, LeaseTTL: 5 * time.Second, Logger: log})
-	hub.OnRunnable(func(string) { run.Wake() })
+	hub.OnRunnable(run.WakeFor)
 	run.Start()
 	e := &deskEnv{t: t, pool: pool, store: store, engine: engine, hub: hub, run: run, exec: ex, log: log,
 		auth: auth.NewService(auth.Config{Store: store, BootstrapToken: testToken}), policy: auth.DefaultPolicy(),

@@ -84,7 +84,7 @@ WHERE id IN (
     LIMIT $3::int
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, lease_fence
+RETURNING id, lease_fence, event_seq
 `
 
 type TaskClaimParams struct {
@@ -96,6 +96,7 @@ type TaskClaimParams struct {
 type TaskClaimRow struct {
 	ID         uuid.UUID
 	LeaseFence int64
+	EventSeq   int64
 }
 
 // TaskClaim takes up to max runnable tasks for owner: queued ones, and
@@ -110,7 +111,7 @@ func (q *Queries) TaskClaim(ctx context.Context, arg TaskClaimParams) ([]TaskCla
 	items := []TaskClaimRow{}
 	for rows.Next() {
 		var i TaskClaimRow
-		if err := rows.Scan(&i.ID, &i.LeaseFence); err != nil {
+		if err := rows.Scan(&i.ID, &i.LeaseFence, &i.EventSeq); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -135,7 +136,7 @@ WHERE id IN (
            OR (c.status = 'running' AND (c.lease_expires_at IS NULL OR c.lease_expires_at < now())))
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, lease_fence
+RETURNING id, lease_fence, event_seq
 `
 
 type TaskClaimOneParams struct {
@@ -147,6 +148,7 @@ type TaskClaimOneParams struct {
 type TaskClaimOneRow struct {
 	ID         uuid.UUID
 	LeaseFence int64
+	EventSeq   int64
 }
 
 // TaskClaimOne is TaskClaim for one task: `gatehouse run` executes only the
@@ -160,7 +162,7 @@ func (q *Queries) TaskClaimOne(ctx context.Context, arg TaskClaimOneParams) ([]T
 	items := []TaskClaimOneRow{}
 	for rows.Next() {
 		var i TaskClaimOneRow
-		if err := rows.Scan(&i.ID, &i.LeaseFence); err != nil {
+		if err := rows.Scan(&i.ID, &i.LeaseFence, &i.EventSeq); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
