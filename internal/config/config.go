@@ -25,6 +25,9 @@ type Config struct {
 	ShutdownGrace  time.Duration
 	LogLevel       string
 	LogFormat      string
+	// HistoryRetention: serve prunes the checkpoint history of tasks that
+	// ended longer ago than this, hourly (0: keeps everything).
+	HistoryRetention time.Duration
 
 	Auth Auth
 	LLM  LLM
@@ -83,6 +86,7 @@ var Vars = []Var{
 	{"GATEHOUSE_SESSION_IDLE", "12h", "a desk session unused this long ends"},
 	{"GATEHOUSE_SESSION_MAX", "168h", "a desk session ends this long after login, however busy"},
 	{"GATEHOUSE_TRUST_PROXY", "false", "trust X-Forwarded-Proto/-For from a reverse proxy (Secure cookies, client address)"},
+	{"GATEHOUSE_HISTORY_RETENTION", "0: keep all", "serve prunes the checkpoint history of tasks ended longer ago than this, hourly (e.g. 720h)"},
 	{"GATEHOUSE_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"GATEHOUSE_LOG_FORMAT", "text", "text or json"},
 	{"LLM_PROVIDER", "scripted", "scripted (offline), ollama or openai"},
@@ -139,6 +143,19 @@ func Load(getenv func(string) string) (Config, error) {
 			return time.Duration(n * float64(time.Second))
 		}
 		return duration(name, def)
+	}
+	// retention reads a duration where 0 (or unset) turns the thing off.
+	retention := func(name string) time.Duration {
+		v := str(name, "")
+		if v == "" {
+			return 0
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a duration such as 720h (0: keep everything)", name, v))
+			return 0
+		}
+		return d
 	}
 	float := func(name string, def float64) float64 {
 		v := str(name, "")
@@ -203,6 +220,7 @@ func Load(getenv func(string) string) (Config, error) {
 			OpenAIModel:    str("OPENAI_MODEL", "gpt-4o-mini"),
 			OpenAITimeout:  seconds("OPENAI_REQUEST_TIMEOUT", 120*time.Second),
 		},
+		HistoryRetention: retention("GATEHOUSE_HISTORY_RETENTION"),
 	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		errs = append(errs, fmt.Errorf("GATEHOUSE_ADDR=%q: want host:port", c.Addr))
