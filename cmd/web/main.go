@@ -57,6 +57,10 @@ Commands:
   tokens create NAME --role ROLE
                      make an API token (printed once)
   tokens list | revoke ID
+  prune --older-than DURATION [--dry-run]
+                     delete the intermediate checkpoints of tasks that ended
+                     more than DURATION (e.g. 720h) ago; keep the first, those
+                     at interrupts and decisions, and the last
   version            print the version
 
 Every command takes --help. Settings come from the environment:
@@ -89,6 +93,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		err = cmdUsers(ctx, args, getenv, stdin, stdout)
 	case "tokens":
 		err = cmdTokens(ctx, args, getenv, stdout, stderr)
+	case "prune":
+		err = cmdPrune(ctx, args, getenv, stdout)
 	case "version":
 		fmt.Fprintln(stdout, "gatehouse", version)
 	case "help", "-h", "-help", "--help":

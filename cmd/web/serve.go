@@ -77,6 +77,20 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	pruneCtx, stopPrune := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopPrune()
 	go pruneAuth(pruneCtx, authSvc, log.With("component", "auth"))
+	// The history prune has its own context: shutdown stops it first, and
+	// waits for it, so no statement of it is in flight when the pool closes.
+	retentionCtx, stopRetention := context.WithCancel(context.WithoutCancel(ctx))
+	retentionDone := make(chan struct{})
+	if cfg.HistoryRetention > 0 {
+		log.Info("checkpoint history retention", "retention", cfg.HistoryRetention)
+		go func() {
+			defer close(retentionDone)
+			pruneHistory(retentionCtx, store, cfg.HistoryRetention, log.With("component", "retention"))
+		}()
+	} else {
+		close(retentionDone)
+	}
+	defer func() { stopRetention(); <-retentionDone }()
 	notifyCtx, stopNotify := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopNotify()
 	store.StartNotifier(notifyCtx, log.With("component", "notify"))
@@ -138,6 +152,8 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 
 	<-ctx.Done()
 	log.Info("shutting down", "grace", cfg.ShutdownGrace)
+	stopRetention()
+	<-retentionDone
 	grace, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
 	// No new requests; websockets get a close frame.
