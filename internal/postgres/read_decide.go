@@ -60,11 +60,11 @@ func (s *Store) TaskWithPending(ctx context.Context, taskID string) (*graph.Task
 // joinedInterrupt is an interrupt's columns from the nullable side of a
 // LEFT JOIN.
 type joinedInterrupt struct {
-	id, taskID        *uuid.UUID
-	node, kind        *string
-	iteration         *int32
-	payload           json.RawMessage
-	status            *string
+	id, taskID            *uuid.UUID
+	node, kind            *string
+	iteration             *int32
+	payload               json.RawMessage
+	status                *string
 	createdAt, resolvedAt *time.Time
 }
 
