@@ -53,6 +53,19 @@ END {
 	fig["BenchmarkThroughput16|tasks/s"] = "BENCH throughput_16_tasks"
 	fig["BenchmarkThroughput16|steps/s"] = "BENCH throughput_16_steps"
 	fig["BenchmarkThroughput16|floor_ops/s"] = "BENCH floor_upsert_16conns"
+	fig["BenchmarkThroughput16|go_cpu_us/step"] = "BENCH throughput_16_go_cpu"
+	fig["BenchmarkThroughput16|pg_cpu_us/step"] = "BENCH throughput_16_pg_cpu"
+	fig["BenchmarkThroughput16|floor_go_cpu_us/op"] = "BENCH floor_16conns_go_cpu"
+	fig["BenchmarkThroughput16|floor_pg_cpu_us/op"] = "BENCH floor_16conns_pg_cpu"
+	fig["BenchmarkThroughput16|commits/batch"] = "BENCH group_commit_size"
+	fig["BenchmarkApprovalRoundTrip/tasks=16|go_cpu_us/decision"] = "BENCH approval_16tasks_go_cpu"
+	fig["BenchmarkApprovalRoundTrip/tasks=16|pg_cpu_us/decision"] = "BENCH approval_16tasks_pg_cpu"
+	unit["BenchmarkThroughput16|go_cpu_us/step"] = "us/step"
+	unit["BenchmarkThroughput16|pg_cpu_us/step"] = "us/step"
+	unit["BenchmarkThroughput16|floor_go_cpu_us/op"] = "us/op"
+	unit["BenchmarkThroughput16|floor_pg_cpu_us/op"] = "us/op"
+	unit["BenchmarkApprovalRoundTrip/tasks=16|go_cpu_us/decision"] = "us/decision"
+	unit["BenchmarkApprovalRoundTrip/tasks=16|pg_cpu_us/decision"] = "us/decision"
 	fig["BenchmarkDeskDashboard|p95_ms"] = "BENCH desk_dashboard_p95_ms_10k_tasks"
 	fig["BenchmarkDeskInbox|p95_ms"] = "BENCH desk_inbox_p95_ms_1k_pending"
 	fig["BenchmarkDeskLiveFanout|p50_ms"] = "BENCH desk_live_p50_ms_1k_sockets"
@@ -77,4 +90,6 @@ END {
 		printf "RATIO pg_step_vs_floor: %.2f\n", median("BenchmarkPGStepVsFloor|ratio")
 	if ("BenchmarkThroughput16|ratio" in vals)
 		printf "RATIO throughput_16_vs_floor: %.2f\n", median("BenchmarkThroughput16|ratio")
+	if ("BenchmarkThroughput16|cpu_ratio" in vals)
+		printf "RATIO throughput_16_cpu_per_step_vs_floor_op: %.2f\n", median("BenchmarkThroughput16|cpu_ratio")
 }' "$out"

@@ -249,6 +249,11 @@ func BenchmarkThroughput16(b *testing.B) {
 	b.ReportMetric(float64(pg.Microseconds())/steps, "pg_cpu_us/step")
 	b.ReportMetric(float64(fself.Microseconds())/fops, "floor_go_cpu_us/op")
 	b.ReportMetric(float64(fpg.Microseconds())/fops, "floor_pg_cpu_us/op")
+	// CPU per node run over CPU per floor upsert, both sides counted:
+	// what the throughput ratio would be if the cores were the only limit.
+	if f := float64((fself + fpg).Microseconds()) / fops; f > 0 {
+		b.ReportMetric(float64((self+pg).Microseconds())/steps/f, "cpu_ratio")
+	}
 	if st := s.store.CommitStats(); st.Batches > 0 {
 		b.ReportMetric(float64(st.Commits)/float64(st.Batches), "commits/batch")
 	}
