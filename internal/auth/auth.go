@@ -62,6 +62,7 @@ const (
 	KindUser      PrincipalKind = "user"      // a person, by password and session
 	KindToken     PrincipalKind = "token"     // an API token
 	KindBootstrap PrincipalKind = "bootstrap" // GATEHOUSE_BOOTSTRAP_TOKEN
+	KindConsole   PrincipalKind = "console"   // gatehouse run at a terminal, trusted by its database access
 )
 
 // BootstrapName is the principal of the bootstrap token: it is not the
