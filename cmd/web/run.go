@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/live"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
@@ -48,6 +49,16 @@ the artifact or the question, with a prompt:
 Every gate asks a human unless --auto-approve names its option. The task runs
 in this process (one worker, no HTTP) unless a serve replica takes it first;
 decisions made elsewhere (the browser, the API) show up here too.
+
+Decisions at the prompt go through the approval policy that serve enforces,
+as the --as principal (default cli:$USER, an admin):
+  GATEHOUSE_SOD_KINDS (default merge): the task's creator may not approve
+    these kinds. The refusal says why and the prompt stays: reject instead,
+    or leave it to another approver (the browser, or gatehouse run --attach
+    TASK_ID --as NAME), or allow it with GATEHOUSE_SOD_KINDS=none.
+  GATEHOUSE_APPROVALS (e.g. prd=2): an approval of such a kind is recorded
+    ("1 of 2 approvals"); the task waits for the other approvers and is
+    followed here until it moves on (Ctrl-C leaves it waiting).
 
 Exit status: 0 succeeded, 1 failed or cancelled, 2 usage, 3 detached.
 
@@ -84,7 +95,7 @@ func parseRunFlags(args []string, getenv func(string) string, stdout io.Writer) 
 	fs.StringVar(&f.options, "options", "", "task options as a JSON object, e.g. '{\"max_turns\":3}' (its \"gates\", if any, replace --auto-approve)")
 	fs.Var(&f.autoApprove, "auto-approve", "gate `OPTIONS` approved without asking (comma-separated, e.g. allowPrd,allowPlan), or all")
 	fs.StringVar(&f.attach, "attach", "", "follow the existing task `TASK_ID` instead of starting one")
-	fs.StringVar(&f.as, "as", "", "who decides, in the audit trail (default cli:$USER)")
+	fs.StringVar(&f.as, "as", "", "`NAME` that decides at the prompt, in the audit trail: an admin under the approval policy (default cli:$USER)")
 	// Flags may follow WORKFLOW: parse again after each positional argument.
 	var pos []string
 	for {
@@ -289,8 +300,10 @@ func cmdRun(ctx context.Context, args []string, getenv func(string) string, stdi
 		exec.Stop(grace)
 	}()
 
-	t := &terminal{ctx: ctx, engine: engine, store: store, wake: exec.Wake, task: task, as: f.as, out: stdout,
-		lines: readLines(stdin), echo: !isTerminal(stdin), started: time.Now()}
+	// The prompt decides through the policy the API and the desk enforce.
+	decider := newDecider(cfg, engine, store, log)
+	t := &terminal{ctx: ctx, decider: decider, store: store, wake: exec.Wake, task: task, as: consolePrincipal(f.as),
+		out: stdout, lines: readLines(stdin), echo: !isTerminal(stdin), started: time.Now()}
 	verb := "started"
 	if f.attach != "" {
 		verb = "attached to"
@@ -376,14 +389,15 @@ func readLines(r io.Reader) <-chan string {
 
 // terminal follows one task and talks to the person at the keyboard.
 type terminal struct {
-	ctx    context.Context
-	engine *graph.Engine
-	store  *postgres.Store
-	wake   func()
-	task   *graph.Task
-	as     string
-	out    io.Writer
-	lines  <-chan string
+	ctx     context.Context
+	decider *auth.Decider
+	store   *postgres.Store
+	wake    func()
+	task    *graph.Task
+	// as decides and cancels at the prompt.
+	as    auth.Principal
+	out   io.Writer
+	lines <-chan string
 	// echo repeats the lines read when they do not come from a terminal
 	// (a script, a pipe), so the transcript reads like a session.
 	echo    bool
@@ -392,6 +406,9 @@ type terminal struct {
 
 	// itr is the interrupt the prompt is about (nil: no prompt).
 	itr *graph.Interrupt
+	// awaiting is the interrupt this terminal approved that waits for
+	// more approvers ("": none); the prompt is closed meanwhile.
+	awaiting string
 	// mode is what the next line is: "" a command, "feedback" the
 	// rejection's feedback, "edit" a line of the edited artifact.
 	mode    string
@@ -497,11 +514,23 @@ func (t *terminal) event(ev graph.Event) (done bool, err error) {
 			return true, err
 		}
 		if itr.Status == graph.InterruptPending {
-			t.itr, t.mode, t.editBuf = itr, "", nil
+			t.itr, t.mode, t.editBuf, t.awaiting = itr, "", nil, ""
 			t.show()
 			if t.eof {
 				return true, t.detach("end of input")
 			}
+			t.prompt()
+		}
+	case graph.EventApprovalRecorded:
+		// An approval of several needed, here or elsewhere; an open prompt
+		// (attached to a task someone approved already) is asked again.
+		open := t.itr != nil && t.mode == ""
+		if open {
+			t.printf("\n")
+		}
+		n, req := num("approvals"), num("required")
+		t.printf("  ● approve (%s) by %s\n", auth.Progress(int(n), int(req)), str("approved_by"))
+		if open {
 			t.prompt()
 		}
 	case graph.EventDecisionRecorded:
@@ -510,9 +539,22 @@ func (t *terminal) event(ev graph.Event) (done bool, err error) {
 		case str("feedback") != "":
 			what += ": " + str("feedback")
 		}
-		t.printf("  ● %s by %s\n", what, str("decided_by"))
+		by := str("decided_by")
+		if as, ok := data["approvers"].([]any); ok && len(as) > 1 {
+			names := make([]string, 0, len(as))
+			for _, a := range as {
+				if s, ok := a.(string); ok {
+					names = append(names, s)
+				}
+			}
+			by = strings.Join(names, ", ")
+		}
+		t.printf("  ● %s by %s\n", what, by)
 		if t.itr != nil && t.itr.ID == str("interrupt_id") {
 			t.itr, t.mode = nil, ""
+		}
+		if t.awaiting == str("interrupt_id") {
+			t.awaiting = ""
 		}
 	case graph.EventTaskRetried:
 		t.printf("  ↻ retried by %s\n", str("retried_by"))
@@ -608,7 +650,7 @@ func (t *terminal) line(line string) (done bool, err error) {
 	case "s", "show":
 		t.show()
 	case "c", "cancel":
-		if err := t.store.Cancel(t.ctx, t.task.ID, t.as); err != nil {
+		if err := t.store.Cancel(t.ctx, t.task.ID, t.as.Name); err != nil {
 			t.printf("not cancelled: %v\n", err)
 			break
 		}
@@ -696,14 +738,25 @@ func (t *terminal) decideEdit(content string) (bool, error) {
 	return t.decide(graph.DecisionInput{Action: graph.ActionEdit, Value: jsonString(content)})
 }
 
-// decide records a decision on the interrupt at the prompt. A refusal is
-// shown and the prompt stays; a conflict means someone decided first.
+// decide records a decision on the interrupt at the prompt through the
+// Decider, as the API and the desk do. A refusal (the approval policy, a
+// validation) is shown and the prompt stays; a conflict means someone
+// decided first; one approval of several needed leaves the task waiting
+// for the others, followed here until it moves on.
 func (t *terminal) decide(in graph.DecisionInput) (bool, error) {
-	in.InterruptID, in.DecidedBy = t.itr.ID, t.as
-	_, err := t.engine.Decide(t.ctx, t.task.ID, in)
+	in.InterruptID = t.itr.ID
+	out, err := t.decider.DecideOn(t.ctx, t.as, auth.Subject{Task: t.task, Interrupt: t.itr}, in)
+	var fe *auth.ForbiddenError
 	var ve *graph.ValidationError
 	var ce *graph.ConflictError
 	switch {
+	case errors.As(err, &fe):
+		t.printf("refused: %s\n", oneLine(fe.Reason))
+		if t.separatedDuty(in.Action) {
+			t.printf("%s", t.sodHint())
+		}
+		t.prompt()
+		return false, nil
 	case errors.As(err, &ve):
 		t.printf("refused: %s\n", ve.Message)
 		t.prompt()
@@ -715,11 +768,39 @@ func (t *terminal) decide(in graph.DecisionInput) (bool, error) {
 	case err != nil:
 		return true, err
 	}
+	if out.Pending() {
+		more := "another approver"
+		if n := out.Required - len(out.Approvers); n > 1 {
+			more = fmt.Sprintf("%d more approvers", n)
+		}
+		t.printf("%s recorded; waiting for %s\n", out.Progress(), more)
+		// The task keeps waiting; the decision that moves it on (in the
+		// browser, or another run --attach) arrives as events.
+		t.awaiting, t.itr, t.mode = t.itr.ID, nil, ""
+		return false, nil
+	}
 	// No prompt until the next interrupt: lines typed ahead wait for it.
 	t.itr, t.mode = nil, ""
 	t.wake()
 	return false, nil
 }
+
+// separatedDuty reports whether an action refused at the prompt was an
+// approval separation of duties forbids this principal.
+func (t *terminal) separatedDuty(action string) bool {
+	return (action == graph.ActionApprove || action == graph.ActionEdit) &&
+		t.decider.Policy().SeparateDuties(t.itr.Kind) && t.task.CreatedBy == t.as.Name
+}
+
+// sodHint says how to get past separation of duties.
+func (t *terminal) sodHint() string {
+	return fmt.Sprintf("  to go on, another approver approves it: in the browser (/tasks/%s),\n"+
+		"  or with gatehouse run --attach %s --as NAME;\n"+
+		"  or allow it with GATEHOUSE_SOD_KINDS=none. Here: r(eject) FEEDBACK, or q(uit) to leave it waiting.\n",
+		t.task.ID, t.task.ID)
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // detach leaves the task as it is.
 func (t *terminal) detach(why string) error {
@@ -727,7 +808,7 @@ func (t *terminal) detach(why string) error {
 		why = " (" + why + ")"
 	}
 	st := "keeps running"
-	if t.itr != nil {
+	if t.itr != nil || t.awaiting != "" {
 		st = "waits for a decision"
 	}
 	t.printf("detached%s: task %s %s; follow it again with: gatehouse run --attach %s\n", why, t.task.ID, st, t.task.ID)

@@ -4,18 +4,23 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
 )
 
@@ -50,12 +55,26 @@ func (b *runBundle) file(name, content string) string {
 // run runs the command with stdin and returns its exit status and output.
 func (b *runBundle) run(stdin string, args ...string) (int, string, string) {
 	b.t.Helper()
+	return b.runEnv(nil, stdin, args...)
+}
+
+// env is the command's environment: the test database, USER=ann, and
+// extra on top.
+func (b *runBundle) env(extra map[string]string) func(string) string {
 	env := map[string]string{"DATABASE_URL": b.url, "USER": "ann", "GATEHOUSE_LEASE_TTL": "2s"}
+	for k, v := range extra {
+		env[k] = v
+	}
+	return func(k string) string { return env[k] }
+}
+
+// runEnv is run with extra environment variables.
+func (b *runBundle) runEnv(extra map[string]string, stdin string, args ...string) (int, string, string) {
+	b.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	code := run(ctx, append([]string{"run"}, args...), func(k string) string { return env[k] },
-		strings.NewReader(stdin), &stdout, &stderr)
+	code := run(ctx, append([]string{"run"}, args...), b.env(extra), strings.NewReader(stdin), &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
 
@@ -74,13 +93,15 @@ const featureInput = `{"description": "Let users export their monthly reports as
 
 // TestRunFeatureInTheTerminal: a feature task with every gate closed,
 // driven from scripted standard input: one rejection with feedback, then
-// approvals, to success.
+// approvals, to success. Its creator approves the merge too, which
+// separation of duties forbids by default (TestRunSeparationOfDuties):
+// GATEHOUSE_SOD_KINDS=none allows it, so one person drives it all.
 func TestRunFeatureInTheTerminal(t *testing.T) {
 	t.Parallel()
 	b := setupRun(t)
 	in := b.file("in.json", featureInput)
 	stdin := "r Name the CSV columns and the encoding.\n" + "a\n" + "a\n" + "approve\n"
-	code, out, errs := b.run(stdin, "feature", "--input", in)
+	code, out, errs := b.runEnv(map[string]string{"GATEHOUSE_SOD_KINDS": "none"}, stdin, "feature", "--input", in)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
@@ -123,6 +144,178 @@ func TestRunFeatureInTheTerminal(t *testing.T) {
 	}
 }
 
+// TestRunSeparationOfDuties: with the default policy (GATEHOUSE_SOD_KINDS
+// merge) the creator of a feature task approves its PRD and plan at the
+// prompt, but not its merge: the refusal says why and how to go on, writes
+// no decision, is recorded in the audit trail, and the prompt stays at the
+// merge, where a rejection with feedback goes through. Another principal
+// (run --attach --as) approves the redone merge.
+func TestRunSeparationOfDuties(t *testing.T) {
+	t.Parallel()
+	b := setupRun(t)
+	in := b.file("in.json", featureInput)
+	code, out, errs := b.run("a\na\na\nr Squash the commits first.\nq\n", "feature", "--input", in)
+	if code != exitDetached {
+		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitDetached, out, errs)
+	}
+	id := taskIDRe.FindStringSubmatch(out)[1]
+	for _, want := range []string{
+		"plan> a\n",
+		"── merge · Approve the merge (merge.md) · merge, iteration 1",
+		"merge> a\n" +
+			"refused: separation of duties: cli:ann started this task and may not approve its own merge; another approver must\n" +
+			"  to go on, another approver approves it: in the browser (/tasks/" + id + "),\n" +
+			"  or with gatehouse run --attach " + id + " --as NAME;\n" +
+			"  or allow it with GATEHOUSE_SOD_KINDS=none. Here: r(eject) FEEDBACK, or q(uit) to leave it waiting.\n" +
+			"merge> r Squash the commits first.\n",
+		"● reject: Squash the commits first. by cli:ann",
+		"── merge · Approve the merge (merge.md) · merge, iteration 2",
+		"detached: task " + id + " waits for a decision",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Fatalf("transcript:\n%s", out)
+	}
+	// No decision for the refused approval; the refusal is in the audit trail.
+	decisions := `SELECT string_agg(i.kind || ':' || d.action || ':' || d.decided_by, ',' ORDER BY d.decided_at)
+		FROM decisions d JOIN interrupts i ON i.id = d.interrupt_id WHERE d.task_id = $1`
+	if d := b.query(decisions, id); d != "prd:approve:cli:ann,plan:approve:cli:ann,merge:reject:cli:ann" {
+		t.Errorf("decisions %s", d)
+	}
+	if a := b.query(`SELECT count(*) || ' ' || string_agg(actor || ' ' || (data->>'kind') || ' ' || (data->>'action'), ',')
+		FROM audit_events WHERE kind = $1 AND subject = $2`, auth.AuditDecisionRefused, id); a != "1 cli:ann merge approve" {
+		t.Errorf("decision.refused audit events: %s", a)
+	}
+	if st := b.query(`SELECT status FROM tasks WHERE id = $1`, id); st != "waiting" {
+		t.Errorf("task status %s", st)
+	}
+
+	// Another approver, as the hint says.
+	code, out, _ = b.run("a\n", "--attach", id, "--as", "bob")
+	if code != 0 || !strings.Contains(out, "● approve by bob") || !strings.Contains(out, "succeeded") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if d := b.query(decisions, id); d != "prd:approve:cli:ann,plan:approve:cli:ann,merge:reject:cli:ann,merge:approve:bob" {
+		t.Errorf("decisions %s", d)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while the command writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestRunSeveralApprovals: with GATEHOUSE_APPROVALS=prd=2 an approval at
+// the prompt is one of two: the terminal says so and keeps following the
+// task, which waits; another approver's approval, given elsewhere through
+// a Decider of the same configuration (as the desk would), decides the PRD,
+// and the terminal follows the task on to its end.
+func TestRunSeveralApprovals(t *testing.T) {
+	t.Parallel()
+	b := setupRun(t)
+	in := b.file("in.json", featureInput)
+	extra := map[string]string{"GATEHOUSE_APPROVALS": "prd=2"}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"run", "feature", "--input", in, "--auto-approve", "allowPlan,allowMerge"}, b.env(extra),
+			strings.NewReader("a\n"), &stdout, &stderr)
+	}()
+	const waiting = "prd> a\n1 of 2 approvals recorded; waiting for another approver\n"
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(stdout.String(), waiting); {
+		select {
+		case code := <-done:
+			t.Fatalf("exit %d before the second approval:\n%s\n%s", code, stdout.String(), stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in\n%s", waiting, stdout.String())
+		}
+	}
+	id := taskIDRe.FindStringSubmatch(stdout.String())[1]
+	if st := b.query(`SELECT t.status || ' ' || (SELECT count(*) FROM decisions WHERE task_id = t.id) || ' ' ||
+		(SELECT string_agg(approver, ',') FROM approvals WHERE task_id = t.id) FROM tasks t WHERE t.id = $1`, id); st != "waiting 0 cli:ann" {
+		t.Errorf("task status, decisions, approvers: %s", st)
+	}
+	iid := b.query(`SELECT id::text FROM interrupts WHERE task_id = $1 AND kind = 'prd' AND status = 'pending'`, id)
+
+	// The same approver again, from another terminal: refused, and the
+	// prompt stays (q leaves).
+	code, out, _ := b.runEnv(extra, "a\nq\n", "--attach", id)
+	if code != exitDetached || !strings.Contains(out, "prd> a\n"+
+		"refused: cli:ann has already approved this prd (1 of 2 approvals); a different approver must give the next\n") ||
+		!strings.Contains(out, "prd> q\n") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+
+	cfg, err := loadConfig(b.env(extra))
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	provider, err := newProvider(cfg.LLM, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	workflows, err := buildWorkflows(provider, cfg.LLM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := postgres.NewStore(b.pool)
+	engine, err := graph.NewEngine(store, workflows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob := auth.Principal{Name: "bob", Role: auth.RoleApprover, Kind: auth.KindUser}
+	res, err := newDecider(cfg, engine, store, quiet).Decide(ctx, bob, id,
+		graph.DecisionInput{InterruptID: iid, Action: graph.ActionApprove})
+	if err != nil || res.Pending() || strings.Join(res.Approvers, ",") != "cli:ann,bob" {
+		t.Fatalf("second approval: %+v, %v", res, err)
+	}
+
+	select {
+	case code = <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("the terminal did not follow the task on:\n%s", stdout.String())
+	}
+	out = stdout.String()
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr.String())
+	}
+	for _, want := range []string{
+		"● approve (1 of 2 approvals) by cli:ann",
+		"● approve (2 of 2 approvals) by bob",
+		"● approve by cli:ann, bob",
+		"✓ merge",
+		"\nsucceeded in ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("transcript:\n%s", out)
+	}
+}
+
 // TestRunDetachAndAttach: end of input at a gate detaches (exit 3) and the
 // task keeps waiting; run --attach answers it later; an answer typed while
 // nothing asks waits for the next prompt.
@@ -154,8 +347,12 @@ func TestRunDetachAndAttach(t *testing.T) {
 		t.Fatalf("plan.yaml has no phase named Foundation:\n%s", body)
 	}
 	b.file("plan.yaml", edited)
-	code, out, _ = b.run("e "+plan+"\na\n", "--attach", id)
-	if code != 0 || !strings.Contains(out, "✎ plan.yaml edited by cli:ann") || !strings.Contains(out, "succeeded") {
+	// The merge gate follows the plan: cli:ann started the task, and
+	// separation of duties (merge, by default) wants another approver for
+	// it, so this attach decides as bob.
+	code, out, _ = b.run("e "+plan+"\na\n", "--attach", id, "--as", "bob")
+	if code != 0 || !strings.Contains(out, "✎ plan.yaml edited by bob") || !strings.Contains(out, "● approve by bob") ||
+		!strings.Contains(out, "succeeded") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	if v := b.query(`SELECT content FROM artifacts WHERE task_id = $1 AND name = 'plan.yaml' ORDER BY version DESC LIMIT 1`, id); !strings.Contains(v, "Groundwork") {

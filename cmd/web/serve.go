@@ -132,9 +132,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		run.Start()
 	}
 
-	policy := auth.NewPolicy(cfg.Auth.Approvals, cfg.Auth.SoDKinds)
-	log.Info("approval policy", "policy", policy.String())
-	decider := auth.NewDecider(engine, store, policy, log.With("component", "auth"))
+	decider := newDecider(cfg, engine, store, log)
 	srv := web.New(web.Deps{Engine: engine, Store: store, Hub: hub, Wake: run.Wake, Auth: authSvc, Decider: decider,
 		TrustProxy: cfg.Auth.TrustProxy,
 		Ready:      func(ctx context.Context) error { return postgres.Ready(ctx, pool) }, Logger: log.With("component", "http"),
