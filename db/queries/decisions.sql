@@ -4,7 +4,10 @@ SELECT * FROM decisions WHERE task_id = @task_id ORDER BY decided_at, id;
 -- DecisionRecord is a decision in one statement: it resolves the pending
 -- interrupt, inserts the decision, makes the task runnable and appends its
 -- decision.recorded event. No row: the interrupt was not pending (or not
--- the task's); nothing was written.
+-- the task's); nothing was written. With a lease_owner, a waiting task is
+-- leased to it at once (running, the fence moved on as by a claim)
+-- instead of queued: the replica that took the decision runs the task
+-- without a claim of its own.
 -- name: DecisionRecord :one
 WITH i AS (
     UPDATE interrupts SET status = 'resolved', resolved_at = now()
@@ -16,9 +19,23 @@ WITH i AS (
     FROM i
     RETURNING id, decided_at
 ), t AS (
-    UPDATE tasks SET status = 'queued', event_seq = event_seq + 1, updated_at = now()
-    WHERE id = @task_id::uuid AND EXISTS (SELECT 1 FROM d)
-    RETURNING event_seq
+    -- In SET, tasks.status is the status before this update.
+    UPDATE tasks
+    SET status           = CASE WHEN sqlc.arg(lease_owner)::text <> '' AND tasks.status = 'waiting'
+                                THEN 'running' ELSE 'queued' END,
+        lease_owner      = CASE WHEN sqlc.arg(lease_owner)::text <> '' AND tasks.status = 'waiting'
+                                THEN sqlc.arg(lease_owner)::text ELSE tasks.lease_owner END,
+        last_owner       = CASE WHEN sqlc.arg(lease_owner)::text <> '' AND tasks.status = 'waiting'
+                                THEN sqlc.arg(lease_owner)::text ELSE tasks.last_owner END,
+        lease_expires_at = CASE WHEN sqlc.arg(lease_owner)::text <> '' AND tasks.status = 'waiting'
+                                THEN now() + sqlc.arg(lease_ttl_seconds)::float8 * interval '1 second'
+                                ELSE tasks.lease_expires_at END,
+        lease_fence      = CASE WHEN sqlc.arg(lease_owner)::text <> '' AND tasks.status = 'waiting'
+                                THEN tasks.lease_fence + 1 ELSE tasks.lease_fence END,
+        event_seq        = tasks.event_seq + 1,
+        updated_at       = now()
+    WHERE tasks.id = @task_id::uuid AND EXISTS (SELECT 1 FROM d)
+    RETURNING tasks.event_seq, tasks.lease_fence, tasks.status
 ), e AS (
     INSERT INTO task_events (task_id, seq, type, node, iteration, phase, data, created_at)
     SELECT @task_id::uuid, t.event_seq, @type::text, @node::text, @iteration::int, @phase::text, @data::jsonb,
@@ -26,4 +43,4 @@ WITH i AS (
     FROM t
     RETURNING seq
 )
-SELECT d.id, d.decided_at, e.seq FROM d, e;
+SELECT d.id, d.decided_at, e.seq, t.lease_fence, (t.status = 'running')::bool AS leased FROM d, e, t;

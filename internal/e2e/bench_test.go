@@ -64,7 +64,7 @@ func newStack(b *testing.B, workers int) *stack {
 	r := runner.New(store, e, runner.Config{Owner: "bench", Workers: workers, LeaseTTL: 15 * time.Second})
 	hub.OnRunnable(r.WakeFor)
 	r.Start()
-	srv := web.New(web.Deps{Engine: e, Store: store, Hub: hub, Wake: r.Wake, BootstrapToken: token,
+	srv := web.New(web.Deps{Engine: e, Store: store, Hub: hub, Wake: r.Wake, Handoff: r.Handoff, BootstrapToken: token,
 		Ready: func(context.Context) error { return nil }})
 	addr, err := srv.Start("127.0.0.1:0")
 	if err != nil {

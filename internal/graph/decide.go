@@ -18,6 +18,10 @@ type DecisionInput struct {
 	// Approvers, when an interrupt needed several, names them all (the
 	// decision.recorded event carries them as "approvers").
 	Approvers []string
+	// Lease, when set, leases the task the decision makes runnable to a
+	// worker in the same transaction (Decision.Lease); Lease.Fence tells
+	// whether it was.
+	Lease *Lease
 }
 
 // Decide records a decision on a pending interrupt of the task; the task
@@ -96,7 +100,7 @@ func (e *Engine) decide(ctx context.Context, taskID string, itr *Interrupt, in D
 		}
 	}
 	d := &Decision{InterruptID: itr.ID, TaskID: taskID, Action: in.Action, Feedback: in.Feedback,
-		Value: in.Value, DecidedBy: in.DecidedBy}
+		Value: in.Value, DecidedBy: in.DecidedBy, Lease: in.Lease}
 	data := map[string]any{
 		"interrupt_id": itr.ID, "kind": itr.Kind, "action": in.Action, "feedback": in.Feedback, "decided_by": in.DecidedBy}
 	if len(in.Approvers) > 0 {

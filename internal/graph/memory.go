@@ -154,7 +154,13 @@ func (m *MemoryCheckpointer) Decide(_ context.Context, d *Decision, ev *Event) e
 	c := *d
 	m.decisions[d.InterruptID] = &c
 	t := m.tasks[d.TaskID]
+	waiting := t.Status == StatusWaiting
 	t.Status, t.UpdatedAt = StatusQueued, now
+	if l := d.Lease; l != nil && l.Owner != "" && waiting {
+		t.Status = StatusRunning
+		t.Fence++
+		l.Fence = t.Fence
+	}
 	ev.Seq = int64(len(m.events[d.TaskID])) + 1
 	ev.TaskID = d.TaskID
 	m.events[d.TaskID] = append(m.events[d.TaskID], *ev)

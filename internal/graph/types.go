@@ -187,6 +187,22 @@ type Decision struct {
 	Value       json.RawMessage
 	DecidedBy   string
 	DecidedAt   time.Time
+	// Lease, when set, asks Checkpointer.Decide to lease the task it makes
+	// runnable, in the same transaction (see Lease).
+	Lease *Lease
+}
+
+// Lease hands the task a decision makes runnable straight to a worker of
+// the replica that took the decision: Checkpointer.Decide leases it to
+// Owner for TTL in the decision's own transaction, moving the fence on as
+// a claim does, instead of queueing it for any worker to claim — one
+// commit and one round trip less before the next node starts.
+type Lease struct {
+	Owner string
+	TTL   time.Duration
+	// Fence is set by Decide to the fence the lease carries; it stays 0
+	// when the task was queued instead (it was not waiting).
+	Fence int64
 }
 
 // Snapshot is everything Run needs to resume a task.
@@ -241,7 +257,8 @@ type Checkpointer interface {
 	Interrupt(ctx context.Context, id string) (*Interrupt, error)
 	// Decide records d for its pending interrupt in one transaction: the
 	// interrupt becomes resolved, the decision row and ev are written and
-	// the task becomes queued. It assigns d.ID, d.DecidedAt and ev.Seq.
+	// the task becomes queued, or, with d.Lease, leased to its owner (then
+	// d.Lease.Fence is set). It assigns d.ID, d.DecidedAt and ev.Seq.
 	// Errors: ErrInterruptNotFound, *ConflictError when the interrupt is
 	// not pending.
 	Decide(ctx context.Context, d *Decision, ev *Event) error

@@ -294,9 +294,13 @@ func (s *Store) Decide(ctx context.Context, d *graph.Decision, ev *graph.Event) 
 	if len(data) == 0 {
 		data = json.RawMessage(`{}`)
 	}
-	row, err := s.q.DecisionRecord(ctx, dbsqlc.DecisionRecordParams{InterruptID: iid, TaskID: tid, Action: d.Action,
+	p := dbsqlc.DecisionRecordParams{InterruptID: iid, TaskID: tid, Action: d.Action,
 		Feedback: d.Feedback, Value: value, DecidedBy: d.DecidedBy, Type: ev.Type, Node: ev.Node,
-		Iteration: int32(ev.Iteration), Phase: ev.Phase, Data: data, CreatedAt: ev.At})
+		Iteration: int32(ev.Iteration), Phase: ev.Phase, Data: data, CreatedAt: ev.At}
+	if l := d.Lease; l != nil {
+		p.LeaseOwner, p.LeaseTtlSeconds = l.Owner, l.TTL.Seconds()
+	}
+	row, err := s.q.DecisionRecord(ctx, p)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Nothing written: say why.
 		itr, gerr := s.q.InterruptGet(ctx, iid)
@@ -316,7 +320,13 @@ func (s *Store) Decide(ctx context.Context, d *graph.Decision, ev *graph.Event) 
 		return fmt.Errorf("decide: %w", err)
 	}
 	did, at, seq := row.ID, row.DecidedAt, row.Seq
-	s.announce(ctx, note{task: d.TaskID, first: seq, last: seq}, note{task: d.TaskID, at: seq})
+	if row.Leased && d.Lease != nil {
+		// Leased to a worker of this replica: no one else need look.
+		d.Lease.Fence = row.LeaseFence
+		s.announce(ctx, note{task: d.TaskID, first: seq, last: seq})
+	} else {
+		s.announce(ctx, note{task: d.TaskID, first: seq, last: seq}, note{task: d.TaskID, at: seq})
+	}
 	d.ID, d.DecidedAt = did.String(), at
 	ev.Seq, ev.TaskID = seq, d.TaskID
 	return nil

@@ -66,6 +66,8 @@ type Runner struct {
 	mu       sync.Mutex
 	inflight map[string]postgres.Claim
 	executed int
+	reserved int  // slots promised to handoffs not yet settled
+	stopping bool // Stop began: no run starts any more
 	// claimedAt: each task this runner claimed lately, with its last event
 	// seq at the claim (see WakeFor).
 	claimedAt map[string]int64
@@ -117,6 +119,51 @@ func (r *Runner) WakeFor(taskID string, seq int64) {
 	r.Wake()
 }
 
+// Handoff offers a free worker for a task the caller is about to make
+// runnable itself — a decision taken by this replica. lease goes with the
+// decision (graph.DecisionInput.Lease), which then leases the task to this
+// runner in its own transaction; settle must be called once afterwards,
+// whatever happened: it starts the run when lease.Fence was granted and
+// frees the slot otherwise. Handoff returns nil, nil when no worker is
+// free or the runner is stopping; the caller then wakes the runner as for
+// any runnable task.
+func (r *Runner) Handoff() (lease *graph.Lease, settle func(taskID string)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopping || r.cfg.Workers-len(r.inflight)-r.reserved <= 0 {
+		return nil, nil
+	}
+	r.reserved++
+	lease = &graph.Lease{Owner: r.cfg.Owner, TTL: r.cfg.LeaseTTL}
+	var once sync.Once
+	return lease, func(taskID string) { once.Do(func() { r.adopt(lease, taskID) }) }
+}
+
+func (r *Runner) adopt(lease *graph.Lease, taskID string) {
+	r.mu.Lock()
+	r.reserved--
+	if lease.Fence == 0 {
+		r.mu.Unlock()
+		return
+	}
+	c := postgres.Claim{TaskID: taskID, Fence: lease.Fence}
+	if r.stopping {
+		r.mu.Unlock()
+		// Too late to run it here: hand it back for another replica.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := r.store.Release(ctx, c); err != nil {
+			r.log.Warn("handing back a lease taken with a decision", "task", taskID, "error", err)
+		}
+		return
+	}
+	r.inflight[taskID] = c
+	r.executed++
+	r.wg.Add(1)
+	r.mu.Unlock()
+	go r.execute(c)
+}
+
 // Executed counts the task runs this runner started.
 func (r *Runner) Executed() int {
 	r.mu.Lock()
@@ -134,6 +181,9 @@ func (r *Runner) Start() {
 // in flight). Either way the leases are handed back, so another replica
 // continues the tasks at once.
 func (r *Runner) Stop(ctx context.Context) {
+	r.mu.Lock()
+	r.stopping = true
+	r.mu.Unlock()
 	close(r.stopCh)
 	<-r.done
 	close(r.drain)
@@ -214,7 +264,7 @@ func (r *Runner) loop() {
 // be left waiting; full, that no slot was free to look.
 func (r *Runner) claim() (more, full bool) {
 	r.mu.Lock()
-	free := r.cfg.Workers - len(r.inflight)
+	free := r.cfg.Workers - len(r.inflight) - r.reserved
 	r.mu.Unlock()
 	if free <= 0 {
 		return true, true

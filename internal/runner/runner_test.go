@@ -417,3 +417,60 @@ func TestWakeForSkipsWhatTheClaimConsumed(t *testing.T) {
 		t.Fatalf("claims %d → %d after an unknown announcement, want one more", before+1, got)
 	}
 }
+
+// Handoff reserves a worker for a task the caller leases itself (as a
+// decision does): the slot is taken until settled; a lease granted runs
+// the task, none frees the slot.
+func TestHandoffRunsWhatTheCallerLeased(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	store := postgres.NewStore(b.pool)
+	e, err := graph.NewEngine(store, []graph.Workflow{b.g.graph(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runner.New(store, e, runner.Config{Owner: "r", Workers: 1, LeaseTTL: time.Minute, MaxSweep: time.Hour})
+	r.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		r.Stop(ctx)
+	})
+	ctx := context.Background()
+
+	// Nothing granted: the slot comes back.
+	lease, settle := r.Handoff()
+	if lease == nil || lease.Owner != "r" || lease.TTL != time.Minute {
+		t.Fatalf("handoff with a free worker: %+v", lease)
+	}
+	if again, _ := r.Handoff(); again != nil {
+		t.Fatal("a second handoff got the only worker, reserved by the first")
+	}
+	settle("")
+	lease, settle = r.Handoff()
+	if lease == nil {
+		t.Fatal("the slot of a handoff settled without a lease did not come back")
+	}
+
+	// Granted: the runner runs the task with the lease's fence; no claim of
+	// its own takes the task (that would move the fence on).
+	id := b.create(t, e, 1)[0]
+	c, err := store.ClaimTask(ctx, "r", id, time.Minute) // the caller's own lease
+	if err != nil || len(c) != 1 {
+		t.Fatalf("lease the task: %+v %v", c, err)
+	}
+	lease.Fence = c[0].Fence
+	settle(id)
+	settle(id) // settling twice is harmless
+	b.waitStatus(t, id, graph.StatusSucceeded, 5*time.Second)
+	var fence int64
+	if err := b.pool.QueryRow(ctx, "SELECT lease_fence FROM tasks WHERE id = $1", id).Scan(&fence); err != nil {
+		t.Fatal(err)
+	}
+	if fence != lease.Fence {
+		t.Fatalf("fence %d after the run, want the lease's %d: the runner claimed the task itself", fence, lease.Fence)
+	}
+	if r.Executed() != 1 {
+		t.Fatalf("executed %d runs, want 1", r.Executed())
+	}
+}

@@ -26,7 +26,7 @@ func restartWith(e *deskEnv, tweak func(*Server)) {
 	e.stopServer()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	deps := Deps{Engine: e.engine, Store: e.store, Hub: e.hub, Wake: e.run.Wake, Auth: e.auth,
+	deps := Deps{Engine: e.engine, Store: e.store, Hub: e.hub, Wake: e.run.Wake, Handoff: e.run.Handoff, Auth: e.auth,
 		Decider: auth.NewDecider(e.engine, e.store, e.policy, e.log), TrustProxy: e.trustProxy, Logger: e.log, Version: "test"}
 	var err error
 	for range 50 { // the old socket may linger a moment

@@ -53,8 +53,10 @@ func (s *Server) decide(c echo.Context) error {
 	if err := mayRead(who, t); err != nil {
 		return err
 	}
+	lease, settle := s.offerWorker()
 	out, err := s.decider.DecideOn(ctx, who, auth.Subject{Task: t, Interrupt: itr}, graph.DecisionInput{
-		InterruptID: req.InterruptID, Action: req.Action, Feedback: req.Feedback, Value: req.Value})
+		InterruptID: req.InterruptID, Action: req.Action, Feedback: req.Feedback, Value: req.Value, Lease: lease})
+	settle(id)
 	if errors.Is(err, graph.ErrInterruptNotFound) {
 		// Say which is missing: the task or its interrupt.
 		if _, terr := s.store.Task(ctx, id); terr != nil {
@@ -69,19 +71,39 @@ func (s *Server) decide(c echo.Context) error {
 		// approver, and the task moved too (its approval event).
 		return s.renderTask(c, http.StatusAccepted, id)
 	}
-	s.wakeRunner()
+	if !leased(out.Decision) {
+		s.wakeRunner()
+	}
 	return writeJSON(c, http.StatusAccepted, taskJSON(decidedTask(t, out.Decision), nil))
 }
 
+// offerWorker is Deps.Handoff, with a settle that is always safe to call.
+func (s *Server) offerWorker() (*graph.Lease, func(taskID string)) {
+	if s.handoff != nil {
+		if lease, settle := s.handoff(); lease != nil {
+			return lease, settle
+		}
+	}
+	return nil, func(string) {}
+}
+
+// leased reports a decision that leased its task to a worker here.
+func leased(d *graph.Decision) bool {
+	return d != nil && d.Lease != nil && d.Lease.Fence != 0
+}
+
 // decidedTask is t as the decision d left it, so that the answer needs no
-// read of its own: DecisionRecord makes the task queued with updated_at =
-// now(), the decision's own time (one statement), and resolves the one
-// interrupt it waited on. The rest of a waiting task stays as read: the
+// read of its own: DecisionRecord makes the task queued (running, when it
+// leased it to a worker here) with updated_at = now(), the decision's own
+// time (one statement), and resolves the one interrupt it waited on. The rest of a waiting task stays as read: the
 // only other change it can meet, a cancel, refuses the decision. A worker
 // may have claimed the task since; the answer is what the decision left.
 func decidedTask(t *graph.Task, d *graph.Decision) *graph.Task {
 	after := *t
 	after.Status = graph.StatusQueued
+	if leased(d) {
+		after.Status, after.Fence = graph.StatusRunning, d.Lease.Fence
+	}
 	after.UpdatedAt = d.DecidedAt
 	return &after
 }

@@ -676,8 +676,10 @@ func (d *desk) decideForm(c echo.Context) error {
 		raw, _ = json.Marshal(value)
 	}
 	// The decision is the signed-in principal's, under the approval policy.
+	lease, settle := d.s.offerWorker()
 	out, decideErr := d.s.decider.DecideOn(ctx, who.p, auth.Subject{Task: t, Interrupt: itr},
-		graph.DecisionInput{InterruptID: itrID, Action: action, Feedback: feedback, Value: raw})
+		graph.DecisionInput{InterruptID: itrID, Action: action, Feedback: feedback, Value: raw, Lease: lease})
+	settle(id)
 	var (
 		ve   *graph.ValidationError
 		cf   *graph.ConflictError
@@ -687,7 +689,7 @@ func (d *desk) decideForm(c echo.Context) error {
 	status := http.StatusOK
 	switch {
 	case decideErr == nil:
-		if !out.Pending() {
+		if !out.Pending() && !leased(out.Decision) {
 			d.s.wakeRunner()
 		}
 		if !isHX(c) {

@@ -35,6 +35,11 @@ type Deps struct {
 	// retry): the local runner's fast path. NOTIFY covers other replicas.
 	// May be nil.
 	Wake func()
+	// Handoff, when set, offers a free worker of this replica for a task a
+	// decision taken here makes runnable (runner.Runner.Handoff): the
+	// decision leases the task to it in its own transaction and the next
+	// node starts without a claim. May be nil.
+	Handoff func() (*graph.Lease, func(taskID string))
 	// Auth authenticates principals: bearer tokens and desk sessions. When
 	// nil, one is made over Store with BootstrapToken (an admin token acting
 	// as the principal "bootstrap") and the default session lifetimes.
@@ -78,6 +83,7 @@ type Server struct {
 	store   *postgres.Store
 	hub     *live.Hub
 	wake    func()
+	handoff func() (*graph.Lease, func(taskID string))
 	ready   func(ctx context.Context) error
 	log     *slog.Logger
 	version string
@@ -108,7 +114,7 @@ func New(d Deps) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{engine: d.Engine, store: d.Store, hub: d.Hub, wake: d.Wake, ready: d.Ready, log: log, metrics: d.Metrics,
+	s := &Server{engine: d.Engine, store: d.Store, hub: d.Hub, wake: d.Wake, handoff: d.Handoff, ready: d.Ready, log: log, metrics: d.Metrics,
 		version: d.Version, closing: make(chan struct{}), auth: d.Auth, decider: d.Decider, trustProxy: d.TrustProxy,
 		roles:      map[string]auth.Role{},
 		pingPeriod: defaultPingPeriod, pongWait: defaultPongWait, writeWait: defaultWriteWait}

@@ -57,44 +57,65 @@ WITH i AS (
     FROM i
     RETURNING id, decided_at
 ), t AS (
-    UPDATE tasks SET status = 'queued', event_seq = event_seq + 1, updated_at = now()
-    WHERE id = $2::uuid AND EXISTS (SELECT 1 FROM d)
-    RETURNING event_seq
+    -- In SET, tasks.status is the status before this update.
+    UPDATE tasks
+    SET status           = CASE WHEN $7::text <> '' AND tasks.status = 'waiting'
+                                THEN 'running' ELSE 'queued' END,
+        lease_owner      = CASE WHEN $7::text <> '' AND tasks.status = 'waiting'
+                                THEN $7::text ELSE tasks.lease_owner END,
+        last_owner       = CASE WHEN $7::text <> '' AND tasks.status = 'waiting'
+                                THEN $7::text ELSE tasks.last_owner END,
+        lease_expires_at = CASE WHEN $7::text <> '' AND tasks.status = 'waiting'
+                                THEN now() + $8::float8 * interval '1 second'
+                                ELSE tasks.lease_expires_at END,
+        lease_fence      = CASE WHEN $7::text <> '' AND tasks.status = 'waiting'
+                                THEN tasks.lease_fence + 1 ELSE tasks.lease_fence END,
+        event_seq        = tasks.event_seq + 1,
+        updated_at       = now()
+    WHERE tasks.id = $2::uuid AND EXISTS (SELECT 1 FROM d)
+    RETURNING tasks.event_seq, tasks.lease_fence, tasks.status
 ), e AS (
     INSERT INTO task_events (task_id, seq, type, node, iteration, phase, data, created_at)
-    SELECT $2::uuid, t.event_seq, $7::text, $8::text, $9::int, $10::text, $11::jsonb,
-           $12::timestamptz
+    SELECT $2::uuid, t.event_seq, $9::text, $10::text, $11::int, $12::text, $13::jsonb,
+           $14::timestamptz
     FROM t
     RETURNING seq
 )
-SELECT d.id, d.decided_at, e.seq FROM d, e
+SELECT d.id, d.decided_at, e.seq, t.lease_fence, (t.status = 'running')::bool AS leased FROM d, e, t
 `
 
 type DecisionRecordParams struct {
-	InterruptID uuid.UUID
-	TaskID      uuid.UUID
-	Action      string
-	Feedback    string
-	Value       json.RawMessage
-	DecidedBy   string
-	Type        string
-	Node        string
-	Iteration   int32
-	Phase       string
-	Data        json.RawMessage
-	CreatedAt   time.Time
+	InterruptID     uuid.UUID
+	TaskID          uuid.UUID
+	Action          string
+	Feedback        string
+	Value           json.RawMessage
+	DecidedBy       string
+	LeaseOwner      string
+	LeaseTtlSeconds float64
+	Type            string
+	Node            string
+	Iteration       int32
+	Phase           string
+	Data            json.RawMessage
+	CreatedAt       time.Time
 }
 
 type DecisionRecordRow struct {
-	ID        uuid.UUID
-	DecidedAt time.Time
-	Seq       int64
+	ID         uuid.UUID
+	DecidedAt  time.Time
+	Seq        int64
+	LeaseFence int64
+	Leased     bool
 }
 
 // DecisionRecord is a decision in one statement: it resolves the pending
 // interrupt, inserts the decision, makes the task runnable and appends its
 // decision.recorded event. No row: the interrupt was not pending (or not
-// the task's); nothing was written.
+// the task's); nothing was written. With a lease_owner, a waiting task is
+// leased to it at once (running, the fence moved on as by a claim)
+// instead of queued: the replica that took the decision runs the task
+// without a claim of its own.
 func (q *Queries) DecisionRecord(ctx context.Context, arg DecisionRecordParams) (DecisionRecordRow, error) {
 	row := q.db.QueryRow(ctx, decisionRecord,
 		arg.InterruptID,
@@ -103,6 +124,8 @@ func (q *Queries) DecisionRecord(ctx context.Context, arg DecisionRecordParams) 
 		arg.Feedback,
 		arg.Value,
 		arg.DecidedBy,
+		arg.LeaseOwner,
+		arg.LeaseTtlSeconds,
 		arg.Type,
 		arg.Node,
 		arg.Iteration,
@@ -111,6 +134,12 @@ func (q *Queries) DecisionRecord(ctx context.Context, arg DecisionRecordParams) 
 		arg.CreatedAt,
 	)
 	var i DecisionRecordRow
-	err := row.Scan(&i.ID, &i.DecidedAt, &i.Seq)
+	err := row.Scan(
+		&i.ID,
+		&i.DecidedAt,
+		&i.Seq,
+		&i.LeaseFence,
+		&i.Leased,
+	)
 	return i, err
 }
