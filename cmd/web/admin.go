@@ -80,15 +80,8 @@ func authService(ctx context.Context, getenv func(string) string) (*auth.Service
 	if err != nil {
 		return nil, nil, err
 	}
-	pool, err := openPool(ctx, cfg.DatabaseURL, 2)
+	pool, err := openMigrated(ctx, cfg.DatabaseURL, 2, "run")
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		pool.Close()
-		if errors.Is(err, postgres.ErrSchemaTooNew) {
-			return nil, nil, fmt.Errorf("refusing to run: %w; run a newer gatehouse", err)
-		}
 		return nil, nil, err
 	}
 	svc := auth.NewService(auth.Config{Store: postgres.NewStore(pool), SessionIdle: cfg.Auth.SessionIdle,

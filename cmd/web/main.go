@@ -168,6 +168,24 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
+// openMigrated is openPool for a command that works on the data: it
+// applies pending migrations first, and refuses (saying so, as "refusing to
+// <verb>") a database whose schema is newer than this binary.
+func openMigrated(ctx context.Context, url string, maxConns int, verb string) (*pgxpool.Pool, error) {
+	pool, err := openPool(ctx, url, maxConns)
+	if err != nil {
+		return nil, err
+	}
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		pool.Close()
+		if errors.Is(err, postgres.ErrSchemaTooNew) {
+			return nil, fmt.Errorf("refusing to %s: %w; run a newer gatehouse", verb, err)
+		}
+		return nil, err
+	}
+	return pool, nil
+}
+
 func openPool(ctx context.Context, url string, maxConns int) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig(url)
 	if err != nil {

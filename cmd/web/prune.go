@@ -64,17 +64,11 @@ func cmdPrune(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	pool, err := openPool(ctx, cfg.DatabaseURL, 2)
+	pool, err := openMigrated(ctx, cfg.DatabaseURL, 2, "run")
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		if errors.Is(err, postgres.ErrSchemaTooNew) {
-			return fmt.Errorf("refusing to run: %w; run a newer gatehouse", err)
-		}
-		return err
-	}
 	before := time.Now().Add(-olderThan.d)
 	out, err := postgres.NewStore(pool).PruneHistory(ctx, postgres.HistoryPrune{Before: before, DryRun: *dryRun,
 		Actor: cliActor(getenv)})

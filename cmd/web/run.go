@@ -230,17 +230,11 @@ func cmdRun(ctx context.Context, args []string, getenv func(string) string, stdi
 		}
 	}
 
-	pool, err := openPool(ctx, cfg.DatabaseURL, 8)
+	pool, err := openMigrated(ctx, cfg.DatabaseURL, 8, "run")
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		if errors.Is(err, postgres.ErrSchemaTooNew) {
-			return fmt.Errorf("refusing to run: %w; use a newer gatehouse", err)
-		}
-		return err
-	}
 	store := postgres.NewStore(pool)
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -50,17 +49,11 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 	}
 
-	pool, err := openPool(ctx, cfg.DatabaseURL, 2*cfg.Workers+16)
+	pool, err := openMigrated(ctx, cfg.DatabaseURL, 2*cfg.Workers+16, "start")
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		if errors.Is(err, postgres.ErrSchemaTooNew) {
-			return fmt.Errorf("refusing to start: %w; run a newer gatehouse", err)
-		}
-		return err
-	}
 	store := postgres.NewStore(pool)
 	authSvc := auth.NewService(auth.Config{Store: store, BootstrapToken: cfg.BootstrapToken,
 		SessionIdle: cfg.Auth.SessionIdle, SessionMax: cfg.Auth.SessionMax, Logger: log.With("component", "auth")})
