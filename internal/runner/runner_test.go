@@ -336,22 +336,10 @@ func TestCancelStopsTheWorker(t *testing.T) {
 func TestBusyRunnerClaimsBacklogWhenFreed(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	store := postgres.NewStore(b.pool)
-	e, err := graph.NewEngine(store, []graph.Workflow{b.g.graph(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// No sweep within the test: only wake-ups and freed workers move work.
-	r := runner.New(store, e, runner.Config{Owner: "r", Workers: 1, LeaseTTL: time.Minute, MaxSweep: time.Hour})
 	b.g.mu.Lock()
 	b.g.hold = true
 	b.g.mu.Unlock()
-	r.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		r.Stop(ctx)
-	})
+	_, e, r := b.lone(t, 1, nil)
 	first := b.create(t, e, 1)[0]
 	r.Wake()
 	<-b.g.entered // the only worker is busy with the first task
@@ -383,19 +371,8 @@ func (s *countingStore) Claim(ctx context.Context, owner string, max int, ttl ti
 func TestWakeForSkipsWhatTheClaimConsumed(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	store := postgres.NewStore(b.pool)
-	e, err := graph.NewEngine(store, []graph.Workflow{b.g.graph(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := &countingStore{Store: store}
-	r := runner.New(cs, e, runner.Config{Owner: "r", Workers: 2, LeaseTTL: time.Minute, MaxSweep: time.Hour})
-	r.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		r.Stop(ctx)
-	})
+	cs := &countingStore{}
+	_, e, r := b.lone(t, 2, func(s runner.Store) runner.Store { cs.Store = s; return cs })
 	id := b.create(t, e, 1)[0]
 	r.Wake()
 	b.waitStatus(t, id, graph.StatusSucceeded, 5*time.Second)
@@ -424,18 +401,7 @@ func TestWakeForSkipsWhatTheClaimConsumed(t *testing.T) {
 func TestHandoffRunsWhatTheCallerLeased(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	store := postgres.NewStore(b.pool)
-	e, err := graph.NewEngine(store, []graph.Workflow{b.g.graph(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := runner.New(store, e, runner.Config{Owner: "r", Workers: 1, LeaseTTL: time.Minute, MaxSweep: time.Hour})
-	r.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		r.Stop(ctx)
-	})
+	store, e, r := b.lone(t, 1, nil)
 	ctx := context.Background()
 
 	// Nothing granted: the slot comes back.
@@ -473,4 +439,28 @@ func TestHandoffRunsWhatTheCallerLeased(t *testing.T) {
 	if r.Executed() != 1 {
 		t.Fatalf("executed %d runs, want 1", r.Executed())
 	}
+}
+
+// lone starts a runner without a hub and without a sweep within the test:
+// only Wake, WakeFor, Handoff and freed workers move work. wrap, when
+// set, wraps the store the runner sees.
+func (b bundle) lone(t *testing.T, workers int, wrap func(runner.Store) runner.Store) (*postgres.Store, *graph.Engine, *runner.Runner) {
+	t.Helper()
+	store := postgres.NewStore(b.pool)
+	e, err := graph.NewEngine(store, []graph.Workflow{b.g.graph(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs runner.Store = store
+	if wrap != nil {
+		rs = wrap(store)
+	}
+	r := runner.New(rs, e, runner.Config{Owner: "r", Workers: workers, LeaseTTL: time.Minute, MaxSweep: time.Hour})
+	r.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		r.Stop(ctx)
+	})
+	return store, e, r
 }
