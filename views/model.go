@@ -352,6 +352,13 @@ type ArtifactDoc struct {
 	// ShownAbove: this version is the one under decision, shown with the
 	// form; the viewer says so instead of showing it twice.
 	ShownAbove bool
+	// Follows: the page chose nothing (the default view), so the view
+	// follows the task live: new versions and decisions replace it. A
+	// chosen version or diff stays as chosen.
+	Follows bool
+	// OOB renders the view as a live fragment, swapped only into a page
+	// whose view follows.
+	OOB bool
 }
 
 // Diff is a line diff.

@@ -103,11 +103,19 @@ func TestDeskFeatureWalk(t *testing.T) {
 		t.Fatalf("requirements node does not count 2 runs: %q", got)
 	}
 	b.screenshot("prd-iteration-2-changes")
+	// The artifact viewer followed without a reload: it names the new
+	// version under decision, not the one rejected.
+	b.waitJS(`(function(){ var v = document.querySelector("#artifact-view.follows-latest[data-artifact='spec.yaml']");
+		var last = [].slice.call(document.querySelectorAll('#artifacts-index li[data-artifact="spec.yaml"] [data-version]')).pop();
+		return v && last && v.dataset.version === last.dataset.version && v.dataset.version !== "2" })()`, 10*time.Second)
+	if got := b.text("#artifact-view"); !strings.Contains(got, "is the document under decision") {
+		t.Fatalf("the default artifact view does not point at the document under decision: %q", got)
+	}
 
 	// The artifacts section compares versions too (an htmx swap).
 	latest := eval[string](b, `[].slice.call(document.querySelectorAll('#artifacts-index li[data-artifact="spec.yaml"] [data-version]')).pop().dataset.version`)
 	b.click(`#artifacts-index li[data-artifact="spec.yaml"] [data-version="` + latest + `"]`)
-	b.waitJS(`document.querySelector('#artifact-view[data-version="`+latest+`"][data-from="0"] a[href*="from="]')`, 10*time.Second)
+	b.waitJS(`document.querySelector('#artifact-view:not(.follows-latest)[data-version="`+latest+`"][data-from="0"] a[href*="from="]')`, 10*time.Second)
 	b.click(`#artifact-view a[href*='from=']`)
 	b.waitJS(`document.querySelector('#artifact-view[data-version="`+latest+`"]:not([data-from="0"]) .diff-table tr.add')`, 10*time.Second)
 	if got := b.text("#artifact-view .diff-table"); !strings.Contains(got, feedback) {

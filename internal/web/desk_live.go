@@ -573,6 +573,11 @@ func (d *desk) snapParts(ctx context.Context, snap *taskSnap, evs []graph.Event,
 	if artifacts {
 		parts = append(parts, snap.artifacts)
 	}
+	if artifacts || decisions || state {
+		// What the default view shows moves with new versions and with
+		// the interrupt (the document under decision is shown above).
+		parts = append(parts, snap.artifactView)
+	}
 	if inbox {
 		parts = append(parts, snap.inbox)
 	}
@@ -590,6 +595,7 @@ func (d *desk) snapParts(ctx context.Context, snap *taskSnap, evs []graph.Event,
 type taskSnap struct {
 	data                          *taskData
 	head, graph, artifacts, inbox []byte
+	artifactView                  []byte // the default view, for pages that follow it
 
 	mu    sync.Mutex
 	items map[int64][]byte
@@ -762,6 +768,8 @@ func (c *taskCache) load(ctx context.Context, id string, prev *taskData) (*taskS
 		return nil, err
 	}
 	s := &taskSnap{data: td}
+	view := d.artifactsView(td, artifactSel{}).View
+	view.OOB = true
 	parts := []struct {
 		dst  *[]byte
 		comp templ.Component
@@ -769,6 +777,7 @@ func (c *taskCache) load(ctx context.Context, id string, prev *taskData) (*taskS
 		{&s.head, views.TaskHeadView(d.taskHead(td), true)},
 		{&s.graph, views.GraphView(d.taskGraph(td), true)},
 		{&s.artifacts, views.ArtifactsIndex(idx, true)},
+		{&s.artifactView, views.ArtifactDocView(view)},
 		{&s.inbox, views.InboxBadge(pending, true)},
 	}
 	for _, p := range parts {

@@ -271,6 +271,7 @@ func (d *desk) stateView(td *taskData) views.StateView {
 func (d *desk) artifactsView(td *taskData, sel artifactSel) views.ArtifactsView {
 	t := td.task
 	av := views.ArtifactsView{TaskID: t.ID}
+	follows := sel == artifactSel{}
 	byName := map[string][]graph.Artifact{}
 	var names []string
 	var newest *graph.Artifact
@@ -285,6 +286,7 @@ func (d *desk) artifactsView(td *taskData, sel artifactSel) views.ArtifactsView 
 		}
 	}
 	if len(names) == 0 {
+		av.View.Follows = follows // filled in live once there is one
 		return av
 	}
 	for _, vs := range byName {
@@ -332,7 +334,7 @@ func (d *desk) artifactsView(td *taskData, sel artifactSel) views.ArtifactsView 
 	}
 	doc := views.ArtifactDoc{Present: true, TaskID: t.ID, Name: cur.Name, ContentType: cur.ContentType,
 		Version: cur.Version, Node: cur.Node, Iteration: cur.Iteration, Created: cur.CreatedAt,
-		ViewURL: link(cur.Name, cur.Version, 0), Endpoint: base}
+		ViewURL: link(cur.Name, cur.Version, 0), Endpoint: base, Follows: follows}
 	for _, a := range vs {
 		doc.Versions = append(doc.Versions, a.Version)
 	}
