@@ -32,8 +32,8 @@ const (
 	// maxGroup bounds a batch: past a few dozen commits the round trip is
 	// already amortised, and a long batch holds its row locks longer.
 	maxGroup = 32
-	// groupTimeout bounds a batch. A batch serves several callers, so no
-	// one caller's context may cancel it; this is its own limit.
+	// groupTimeout bounds a batch sent for several callers, whose contexts
+	// may not cancel it.
 	groupTimeout = time.Minute
 )
 
@@ -84,8 +84,27 @@ func newCommitter(pool *pgxpool.Pool, lanes int) *committer {
 // batch cancelled in flight may or may not have been; a fenced write makes
 // either outcome safe for the engine, which reloads before it runs again.
 func (g *committer) commit(ctx context.Context, u *unit) error {
-	u.done = make(chan error, 1)
 	g.mu.Lock()
+	if g.active < g.lanes && len(g.pending) == 0 {
+		// Idle: send it from here, alone, without a hop to another
+		// goroutine. It travels alone, so the caller's ctx may cancel it.
+		g.active++
+		g.mu.Unlock()
+		g.batches.Add(1)
+		g.commits.Add(1)
+		err := g.exec(ctx, []*unit{u})
+		g.mu.Lock()
+		if len(g.pending) == 0 {
+			g.active--
+			g.mu.Unlock()
+		} else {
+			// Commits queued meanwhile: this lane goes on sending them.
+			g.mu.Unlock()
+			go g.drive()
+		}
+		return err
+	}
+	u.done = make(chan error, 1)
 	g.pending = append(g.pending, u)
 	start := g.active < g.lanes
 	if start {
@@ -124,12 +143,15 @@ func (g *committer) drive() {
 func (g *committer) send(units []*unit) {
 	g.batches.Add(1)
 	g.commits.Add(int64(len(units)))
-	err := g.exec(units)
+	// A batch serves several callers: no one caller's ctx may cancel it.
+	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
+	defer cancel()
+	err := g.exec(ctx, units)
 	if err != nil && len(units) > 1 {
 		// Find the commit at fault: nothing of the batch was written.
 		g.splits.Add(1)
 		for _, u := range units {
-			u.done <- g.exec([]*unit{u})
+			u.done <- g.exec(ctx, []*unit{u})
 		}
 		return
 	}
@@ -138,9 +160,7 @@ func (g *committer) send(units []*unit) {
 	}
 }
 
-func (g *committer) exec(units []*unit) error {
-	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
-	defer cancel()
+func (g *committer) exec(ctx context.Context, units []*unit) error {
 	b := &pgx.Batch{}
 	redoable := true
 	for _, u := range units {
