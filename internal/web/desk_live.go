@@ -535,7 +535,7 @@ func (f *feeds) render(ctx context.Context, feed *taskFeed, batch []graph.Event)
 // script reads. area reports that the decision area's key differs from
 // ik: each socket then sends the area as its principal may use it.
 func (d *desk) snapParts(ctx context.Context, snap *taskSnap, evs []graph.Event, ik string, seq int64) (parts [][]byte, area bool, err error) {
-	var state, decisions, artifacts, inbox bool
+	var state, decisions, artifacts, inbox, raised bool
 	for i := range evs {
 		ev := &evs[i]
 		if inboxRelevant(*ev) {
@@ -544,6 +544,8 @@ func (d *desk) snapParts(ctx context.Context, snap *taskSnap, evs []graph.Event,
 		switch {
 		case ev.Type == graph.EventArtifactCreated:
 			artifacts = true
+		case ev.Type == graph.EventInterruptRaised:
+			raised = true
 		case ev.Type == graph.EventDecisionRecorded:
 			decisions = true
 		case ev.Type == graph.EventNodeCompleted || ev.Type == graph.EventTaskWaiting || ev.Type == graph.EventTaskCompleted ||
@@ -553,7 +555,7 @@ func (d *desk) snapParts(ctx context.Context, snap *taskSnap, evs []graph.Event,
 	}
 	if len(evs) == 0 {
 		// A page that missed nothing but shows another decision area.
-		state, artifacts, inbox = true, true, true
+		state, artifacts, inbox, raised = true, true, true, true
 	}
 	parts = [][]byte{snap.head, snap.graph}
 	if state {
@@ -573,9 +575,12 @@ func (d *desk) snapParts(ctx context.Context, snap *taskSnap, evs []graph.Event,
 	if artifacts {
 		parts = append(parts, snap.artifacts)
 	}
-	if artifacts || decisions || state {
-		// What the default view shows moves with new versions and with
-		// the interrupt (the document under decision is shown above).
+	if artifacts || raised {
+		// The default view moves with new versions, and with an interrupt
+		// that puts its document above, with the form. Not with every
+		// decision: the view is a whole document, and a decision is sent
+		// to every page that follows the task; the version it led to
+		// brings the view along.
 		parts = append(parts, snap.artifactView)
 	}
 	if inbox {
