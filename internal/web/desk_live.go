@@ -544,7 +544,10 @@ func (d *desk) snapParts(ctx context.Context, snap *taskSnap, evs []graph.Event,
 		switch {
 		case ev.Type == graph.EventArtifactCreated:
 			artifacts = true
-		case ev.Type == graph.EventInterruptRaised:
+		case ev.Type == graph.EventInterruptRaised || ev.Type == graph.EventTaskCompleted ||
+			ev.Type == graph.EventTaskFailed || ev.Type == graph.EventTaskCancelled:
+			// Moves the default artifact view: a document goes above, with
+			// the form, or comes back below when the task ends.
 			raised = true
 		case ev.Type == graph.EventDecisionRecorded:
 			decisions = true
