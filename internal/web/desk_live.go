@@ -541,14 +541,15 @@ func (d *desk) snapParts(ctx context.Context, snap *taskSnap, evs []graph.Event,
 		if inboxRelevant(*ev) {
 			inbox = true
 		}
+		switch ev.Type {
+		case graph.EventInterruptRaised, graph.EventTaskCompleted, graph.EventTaskFailed, graph.EventTaskCancelled:
+			// These move the default artifact view: a document goes above,
+			// with the form, or comes back below when the task ends.
+			raised = true
+		}
 		switch {
 		case ev.Type == graph.EventArtifactCreated:
 			artifacts = true
-		case ev.Type == graph.EventInterruptRaised || ev.Type == graph.EventTaskCompleted ||
-			ev.Type == graph.EventTaskFailed || ev.Type == graph.EventTaskCancelled:
-			// Moves the default artifact view: a document goes above, with
-			// the form, or comes back below when the task ends.
-			raised = true
 		case ev.Type == graph.EventDecisionRecorded:
 			decisions = true
 		case ev.Type == graph.EventNodeCompleted || ev.Type == graph.EventTaskWaiting || ev.Type == graph.EventTaskCompleted ||
