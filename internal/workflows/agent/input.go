@@ -41,7 +41,7 @@ func Decode(raw json.RawMessage, v any, prefix, what string, fields ...string) e
 			return &graph.ValidationError{Field: prefix, Message: "is not a JSON object: " + err.Error()}
 		}
 	}
-	if dec.More() {
+	if trailing(dec) {
 		return &graph.ValidationError{Field: prefix, Message: "has data after the object"}
 	}
 	if err := ExactNames(raw, v, prefix, what, fields...); err != nil {
@@ -53,6 +53,13 @@ func Decode(raw json.RawMessage, v any, prefix, what string, fields ...string) e
 		return NoNulls(raw, prefix)
 	}
 	return nil
+}
+
+// trailing reports anything but white space after the value dec read.
+// (dec.More is no test of it: it is false before a stray ']' or '}'.)
+func trailing(dec *json.Decoder) bool {
+	_, err := dec.Token()
+	return !errors.Is(err, io.EOF)
 }
 
 // ExactNames refuses an object whose keys match v's fields only when case

@@ -31,6 +31,14 @@ func TestDecodeIsStrictLikeTheSchema(t *testing.T) {
 		{`{"Max_Turns": 3}`, "options", "options.Max_Turns", &opts{}},
 		// Options keep reading null as absent.
 		{`{"max_turns": null}`, "options", "", &opts{}},
+		// Found by analyze's FuzzParseInput: a stray closer after the
+		// object was taken for the end of input, and the key check, which
+		// parses the whole text, then saw no object and let "querY" by.
+		{`{"querY":"0"}]`, "input", "input", &in{}},
+		{`{"query":"q"}}`, "input", "input", &in{}},
+		{`{"query":"q"} x`, "input", "input", &in{}},
+		{`{"query":"q"} {}`, "input", "input", &in{}},
+		{"{\"query\":\"q\"} \n\t ", "input", "", &in{}},
 	}
 	for _, c := range cases {
 		err := agent.Decode(json.RawMessage(c.raw), c.v, c.prefix, "the thing", "query", "note")

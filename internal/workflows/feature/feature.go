@@ -19,7 +19,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"time"
@@ -129,29 +128,7 @@ var InputSchema = json.RawMessage(`{
 // naming the field (input.description, input.name, input.<unknown>).
 func ParseInput(raw json.RawMessage) (Input, error) {
 	var in Input
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil && !errors.Is(err, io.EOF) {
-		var te *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &te) && te.Field != "":
-			return in, &graph.ValidationError{Field: "input." + te.Field, Message: "must be a " + jsonType(te.Type.Kind().String())}
-		case errors.As(err, &te):
-			return in, &graph.ValidationError{Field: "input", Message: "must be a JSON object"}
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-			return in, &graph.ValidationError{Field: "input." + f, Message: "is not a field of the feature input (description, name)"}
-		default:
-			return in, &graph.ValidationError{Field: "input", Message: "is not a JSON object: " + err.Error()}
-		}
-	}
-	if dec.More() {
-		return in, &graph.ValidationError{Field: "input", Message: "has data after the object"}
-	}
-	if err := agent.ExactNames(raw, &in, "input", "the feature input", "description", "name"); err != nil {
-		return in, err
-	}
-	if err := agent.NoNulls(raw, "input"); err != nil {
+	if err := agent.Decode(raw, &in, "input", "the feature input", "description", "name"); err != nil {
 		return in, err
 	}
 	in.Description = strings.TrimSpace(in.Description)
@@ -169,17 +146,6 @@ func ParseInput(raw json.RawMessage) (Input, error) {
 		return in, &graph.ValidationError{Field: "input.name", Message: "must be one line"}
 	}
 	return in, nil
-}
-
-func jsonType(goKind string) string {
-	switch goKind {
-	case "string":
-		return "string"
-	case "struct", "map":
-		return "object"
-	default:
-		return goKind
-	}
 }
 
 // Option configures the workflow.
