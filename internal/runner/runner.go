@@ -45,7 +45,7 @@ type Config struct {
 	Logger   *slog.Logger
 }
 
-// Runner runs tasks. Start it once; Stop it once.
+// Runner runs tasks. Start it once; Stop it (again: a no-op) after Start.
 type Runner struct {
 	store  Store
 	engine Engine
@@ -62,6 +62,7 @@ type Runner struct {
 	runCtx    context.Context
 	cancelRun context.CancelFunc
 	wg        sync.WaitGroup
+	stopOnce  sync.Once
 
 	mu       sync.Mutex
 	inflight map[string]postgres.Claim
@@ -181,6 +182,12 @@ func (r *Runner) Start() {
 // in flight). Either way the leases are handed back, so another replica
 // continues the tasks at once.
 func (r *Runner) Stop(ctx context.Context) {
+	// Once: a second call (a shutdown path and a deferred cleanup) waits
+	// for the first to finish instead of closing the channels again.
+	r.stopOnce.Do(func() { r.stop(ctx) })
+}
+
+func (r *Runner) stop(ctx context.Context) {
 	r.mu.Lock()
 	r.stopping = true
 	r.mu.Unlock()

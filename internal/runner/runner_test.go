@@ -464,3 +464,49 @@ func (b bundle) lone(t *testing.T, workers int, wrap func(runner.Store) runner.S
 	})
 	return store, e, r
 }
+
+// A handoff settled after Stop began runs nothing here: the lease the
+// caller took goes back, so another replica continues the task at once.
+func TestHandoffAfterStopHandsTheLeaseBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	store, e, r := b.lone(t, 1, nil)
+	ctx := context.Background()
+	lease, settle := r.Handoff()
+	if lease == nil {
+		t.Fatal("no handoff from an idle runner")
+	}
+	id := b.create(t, e, 1)[0]
+	c, err := store.ClaimTask(ctx, "r", id, time.Minute)
+	if err != nil || len(c) != 1 {
+		t.Fatalf("lease the task: %+v %v", c, err)
+	}
+	lease.Fence = c[0].Fence
+	stopped := make(chan struct{})
+	go func() {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		r.Stop(sctx)
+		close(stopped)
+	}()
+	<-stopped
+	if again, _ := r.Handoff(); again != nil {
+		t.Fatal("a stopped runner offered a worker")
+	}
+	settle(id)
+	if r.Executed() != 0 {
+		t.Fatalf("a stopped runner ran %d tasks", r.Executed())
+	}
+	var owner *string
+	var expired bool
+	if err := b.pool.QueryRow(ctx, "SELECT lease_owner, lease_expires_at < now() FROM tasks WHERE id = $1", id).Scan(&owner, &expired); err != nil {
+		t.Fatal(err)
+	}
+	if owner != nil || !expired {
+		t.Fatalf("lease not handed back: owner %v, expired %v", owner, expired)
+	}
+	// Anyone may claim it now.
+	if cs, err := store.Claim(ctx, "other", 1, time.Minute); err != nil || len(cs) != 1 || cs[0].TaskID != id {
+		t.Fatalf("claim after the hand-back: %+v %v", cs, err)
+	}
+}
