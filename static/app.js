@@ -30,7 +30,7 @@
     if (el && el.dataset.liveBase) {
       var u = new URL(el.dataset.liveBase, window.location.href);
       u.protocol = u.protocol === "https:" ? "wss:" : "ws:";
-      ["after", "ik", "v"].forEach(function (k) {
+      ["after", "ik", "v", "av"].forEach(function (k) {
         var v = el.dataset[k];
         if (v !== undefined && v !== "") u.searchParams.set(k, v);
       });
@@ -116,7 +116,15 @@
     else if (code === 1006) checkSession();
   });
   document.addEventListener("htmx:wsAfterMessage", function () { applyMeta(); localTimes(); });
-  document.addEventListener("htmx:afterSettle", function (e) { localTimes(e.target); });
+  document.addEventListener("htmx:afterSettle", function (e) {
+    localTimes(e.target);
+    // A version or diff picked by hand stops following the task: the
+    // next reconnect no longer asks for the default artifact view.
+    var el = liveElement();
+    if (el && el.dataset.av !== undefined) {
+      el.dataset.av = document.querySelector("#artifact-view.follows-latest") ? "1" : "";
+    }
+  });
   document.addEventListener("htmx:oobAfterSwap", function () { localTimes(); });
   document.addEventListener("DOMContentLoaded", function () { localTimes(); });
 

@@ -156,3 +156,19 @@ func pluralWord(n int, one, many string) string {
 	}
 	return many
 }
+
+// avParam and avValue say, in the live URL and on the page, that the
+// artifact view follows the task (the feed then sends it as it moves).
+func avParam(follows bool) string {
+	if follows {
+		return "&av=1"
+	}
+	return ""
+}
+
+func avValue(follows bool) string {
+	if follows {
+		return "1"
+	}
+	return ""
+}

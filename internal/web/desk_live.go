@@ -76,6 +76,11 @@ func (d *desk) serveLive(c echo.Context, last int64, start liveStart) error {
 	// The decision area this page gets: what its principal may do.
 	who := userOf(r.Context()).p
 	area := func(snap *taskSnap) ([]byte, error) { return snap.areaHTML(ctx, d, d.capsFor(who, snap.data)) }
+	// av=1: the page shows the default artifact view, which follows the task.
+	var view func(*taskSnap) ([]byte, error)
+	if c.QueryParam("av") == "1" {
+		view = func(snap *taskSnap) ([]byte, error) { return snap.viewHTML(ctx, d) }
+	}
 	recheck := s.recheck(c)
 	readerDone := make(chan struct{})
 	go func() {
@@ -108,7 +113,7 @@ loop:
 		select {
 		case msg := <-out:
 			_ = conn.SetWriteDeadline(time.Now().Add(s.writeWait))
-			if err := msg.write(conn, &last, area); err != nil {
+			if err := msg.write(conn, &last, area, view); err != nil {
 				break loop
 			}
 		case <-ping.C:
@@ -149,9 +154,10 @@ func (d *desk) endLive(conn *websocket.Conn, r *http.Request, err error, readerD
 
 // --- the task page ---
 
-// taskLive: GET /tasks/:id/live?after=N&ik=K — the task page's feed: the
-// events after seq N, then every new one, with the parts of the page they
-// change; the decision area when what it shows differs from K.
+// taskLive: GET /tasks/:id/live?after=N&ik=K[&av=1] — the task page's
+// feed: the events after seq N, then every new one, with the parts of the
+// page they change; the decision area when what it shows differs from K;
+// with av=1, the default artifact view when it moves.
 func (d *desk) taskLive(c echo.Context) error {
 	id, err := pathID(c)
 	if err != nil {
@@ -188,6 +194,10 @@ type liveMsg struct {
 	items []liveItem
 	parts [][]byte
 	area  *taskSnap
+	// view, when set, is the snapshot whose default artifact view moved,
+	// for the pages that show it (they said av=1 when they connected);
+	// before the meta, too.
+	view *taskSnap
 }
 
 const timelineOpen, timelineClose = `<ol id="timeline" hx-swap-oob="beforeend">`, `</ol>`
@@ -196,7 +206,7 @@ const timelineOpen, timelineClose = `<ol id="timeline" hx-swap-oob="beforeend">`
 // entries up to *last; it moves *last on. A message with entries that
 // are all old and nothing else is not sent. area renders the decision
 // area for this socket.
-func (m liveMsg) write(conn *websocket.Conn, last *int64, area func(*taskSnap) ([]byte, error)) error {
+func (m liveMsg) write(conn *websocket.Conn, last *int64, area, view func(*taskSnap) ([]byte, error)) error {
 	fresh := m.items[:0:0]
 	for _, it := range m.items {
 		if it.seq > *last {
@@ -221,6 +231,14 @@ func (m liveMsg) write(conn *websocket.Conn, last *int64, area func(*taskSnap) (
 	for i, p := range m.parts {
 		if i == len(m.parts)-1 && m.area != nil && area != nil {
 			b, err := area(m.area)
+			if err != nil {
+				_ = w.Close()
+				return err
+			}
+			_, _ = w.Write(b)
+		}
+		if i == len(m.parts)-1 && m.view != nil && view != nil {
+			b, err := view(m.view)
 			if err != nil {
 				_ = w.Close()
 				return err
@@ -346,13 +364,16 @@ func (f *feeds) catchUp(ctx context.Context, id string, after, last int64, ik, k
 		}
 		msg.items = append(msg.items, liveItem{evs[i].Seq, b})
 	}
-	parts, area, err := f.d.snapParts(ctx, snap, evs, ik, max(after, last))
+	parts, view, area, err := f.d.snapParts(ctx, snap, evs, ik, max(after, last))
 	if err != nil {
 		return liveMsg{}, false, err
 	}
 	msg.parts = parts
 	if area {
 		msg.area = snap
+	}
+	if view {
+		msg.view = snap
 	}
 	return msg, true, nil
 }
@@ -518,13 +539,16 @@ func (f *feeds) render(ctx context.Context, feed *taskFeed, batch []graph.Event)
 	feed.mu.Lock()
 	ik := feed.key
 	feed.mu.Unlock()
-	parts, area, err := f.d.snapParts(ctx, snap, batch, ik, batch[len(batch)-1].Seq)
+	parts, view, area, err := f.d.snapParts(ctx, snap, batch, ik, batch[len(batch)-1].Seq)
 	if err != nil {
 		return liveMsg{}, "", err
 	}
 	msg.parts = parts
 	if area {
 		msg.area = snap
+	}
+	if view {
+		msg.view = snap
 	}
 	return msg, interruptKey(snap.data), nil
 }
@@ -534,7 +558,7 @@ func (f *feeds) render(ctx context.Context, feed *taskFeed, batch []graph.Event)
 // inbox count when the events touch them; last the meta that the page's
 // script reads. area reports that the decision area's key differs from
 // ik: each socket then sends the area as its principal may use it.
-func (d *desk) snapParts(ctx context.Context, snap *taskSnap, evs []graph.Event, ik string, seq int64) (parts [][]byte, area bool, err error) {
+func (d *desk) snapParts(ctx context.Context, snap *taskSnap, evs []graph.Event, ik string, seq int64) (parts [][]byte, view, area bool, err error) {
 	var state, decisions, artifacts, inbox, raised bool
 	for i := range evs {
 		ev := &evs[i]
@@ -565,14 +589,14 @@ func (d *desk) snapParts(ctx context.Context, snap *taskSnap, evs []graph.Event,
 	if state {
 		b, err := snap.stateHTML(ctx, d)
 		if err != nil {
-			return nil, false, err
+			return nil, false, false, err
 		}
 		parts = append(parts, b)
 	}
 	if decisions {
 		b, err := snap.decisionsHTML(ctx, evs)
 		if err != nil {
-			return nil, false, err
+			return nil, false, false, err
 		}
 		parts = append(parts, b)
 	}
@@ -582,10 +606,10 @@ func (d *desk) snapParts(ctx context.Context, snap *taskSnap, evs []graph.Event,
 	if artifacts || raised {
 		// The default view moves with new versions, and with an interrupt
 		// that puts its document above, with the form. Not with every
-		// decision: the view is a whole document, and a decision is sent
-		// to every page that follows the task; the version it led to
-		// brings the view along.
-		parts = append(parts, snap.artifactView)
+		// decision: the view is a whole document; the version a decision
+		// leads to brings it along. Only pages that show the default view
+		// get it (liveMsg.view).
+		view = true
 	}
 	if inbox {
 		parts = append(parts, snap.inbox)
@@ -593,9 +617,9 @@ func (d *desk) snapParts(ctx context.Context, snap *taskSnap, evs []graph.Event,
 	key := interruptKey(snap.data)
 	var meta bytes.Buffer
 	if err := views.LiveMeta(seq, string(snap.data.task.Status), key, true).Render(ctx, &meta); err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
-	return append(parts, meta.Bytes()), key != ik, nil
+	return append(parts, meta.Bytes()), view, key != ik, nil
 }
 
 // taskSnap is a task as loaded once for every page that follows it, with
@@ -604,11 +628,11 @@ func (d *desk) snapParts(ctx context.Context, snap *taskSnap, evs []graph.Event,
 type taskSnap struct {
 	data                          *taskData
 	head, graph, artifacts, inbox []byte
-	artifactView                  []byte // the default view, for pages that follow it
 
 	mu    sync.Mutex
 	items map[int64][]byte
 	state []byte
+	view  []byte            // the default artifact view, for pages that show it
 	area  map[string][]byte // by areaCaps.key()
 }
 
@@ -672,6 +696,24 @@ func (s *taskSnap) stateHTML(ctx context.Context, d *desk) ([]byte, error) {
 		s.state = buf.Bytes()
 	}
 	return s.state, nil
+}
+
+// viewHTML is the default artifact view as a live fragment, rendered on
+// first use: only pages that show it ask (a document rendered for nobody
+// was the fan-out's largest cost).
+func (s *taskSnap) viewHTML(ctx context.Context, d *desk) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.view == nil {
+		v := d.artifactsView(s.data, artifactSel{}).View
+		v.OOB = true
+		var buf bytes.Buffer
+		if err := views.ArtifactDocView(v).Render(ctx, &buf); err != nil {
+			return nil, err
+		}
+		s.view = buf.Bytes()
+	}
+	return s.view, nil
 }
 
 // areaHTML is the decision area for what caps allow, rendered once per
@@ -777,8 +819,6 @@ func (c *taskCache) load(ctx context.Context, id string, prev *taskData) (*taskS
 		return nil, err
 	}
 	s := &taskSnap{data: td}
-	view := d.artifactsView(td, artifactSel{}).View
-	view.OOB = true
 	parts := []struct {
 		dst  *[]byte
 		comp templ.Component
@@ -786,7 +826,6 @@ func (c *taskCache) load(ctx context.Context, id string, prev *taskData) (*taskS
 		{&s.head, views.TaskHeadView(d.taskHead(td), true)},
 		{&s.graph, views.GraphView(d.taskGraph(td), true)},
 		{&s.artifacts, views.ArtifactsIndex(idx, true)},
-		{&s.artifactView, views.ArtifactDocView(view)},
 		{&s.inbox, views.InboxBadge(pending, true)},
 	}
 	for _, p := range parts {
