@@ -158,11 +158,8 @@ func (r *Runner) adopt(lease *graph.Lease, taskID string) {
 		}
 		return
 	}
-	r.inflight[taskID] = c
-	r.executed++
-	r.wg.Add(1)
+	r.startLocked(c)
 	r.mu.Unlock()
-	go r.execute(c)
 }
 
 // Executed counts the task runs this runner started.
@@ -285,17 +282,25 @@ func (r *Runner) claim() (more, full bool) {
 	}
 	for _, c := range claims {
 		r.mu.Lock()
-		r.inflight[c.TaskID] = c
-		r.executed++
+		r.startLocked(c)
+		r.mu.Unlock()
+	}
+	return len(claims) == free, false
+}
+
+// startLocked runs c in a worker of its own; r.mu is held. Every run,
+// claimed or handed over, starts here.
+func (r *Runner) startLocked(c postgres.Claim) {
+	r.inflight[c.TaskID] = c
+	r.executed++
+	if c.Seq > 0 {
 		if len(r.claimedAt) >= maxClaimedAt {
 			clear(r.claimedAt) // forgetting costs only a claim in vain
 		}
 		r.claimedAt[c.TaskID] = c.Seq
-		r.mu.Unlock()
-		r.wg.Add(1)
-		go r.execute(c)
 	}
-	return len(claims) == free, false
+	r.wg.Add(1)
+	go r.execute(c)
 }
 
 func (r *Runner) execute(c postgres.Claim) {
