@@ -530,14 +530,7 @@ func TestTwoApprovers(t *testing.T) {
 	policy := auth.NewPolicy(map[string]int{"merge": 2}, []string{"merge"})
 	b := setup(t, setupOpts{token: testToken, policy: &policy})
 	ctx := context.Background()
-	tokens := map[string]string{}
-	for _, n := range []string{"ann", "bob"} {
-		secret, _, err := b.srv.auth.CreateToken(ctx, "test", n, auth.RoleApprover)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tokens[n] = "Bearer " + secret
-	}
+	tokens := b.approverTokens(t, "ann", "bob")
 	task := b.create(t, featureTask(map[string]bool{"allowPrd": true, "allowPlan": true}))
 	if out := b.run(t, task.ID); out.Status != graph.StatusWaiting || out.Interrupt.Kind != "merge" {
 		t.Fatalf("run to merge: %+v", out)
@@ -1042,4 +1035,19 @@ func TestWebsocketEndsWithCredentials(t *testing.T) {
 		}
 		conn.Close()
 	}
+}
+
+// approverTokens makes an approver API token for each name: name →
+// "Bearer <secret>".
+func (b *bundle) approverTokens(t *testing.T, names ...string) map[string]string {
+	t.Helper()
+	tokens := map[string]string{}
+	for _, n := range names {
+		secret, _, err := b.srv.auth.CreateToken(context.Background(), "test", n, auth.RoleApprover)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens[n] = "Bearer " + secret
+	}
+	return tokens
 }

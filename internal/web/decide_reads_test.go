@@ -140,15 +140,7 @@ func TestDecisionAnswerIsTheTaskAfterIt(t *testing.T) {
 	t.Parallel()
 	policy := auth.NewPolicy(map[string]int{"merge": 2}, nil)
 	b := setup(t, setupOpts{token: testToken, policy: &policy})
-	ctx := context.Background()
-	tokens := map[string]string{}
-	for _, n := range []string{"ann", "bob"} {
-		secret, _, err := b.srv.auth.CreateToken(ctx, "test", n, auth.RoleApprover)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tokens[n] = "Bearer " + secret
-	}
+	tokens := b.approverTokens(t, "ann", "bob")
 	check := func(what, taskID string, body map[string]any, as string) {
 		t.Helper()
 		r := b.doAuth(t, http.MethodPost, "/api/v1/tasks/"+taskID+"/decisions", body, as)
