@@ -362,7 +362,8 @@ type countingStore struct {
 }
 
 func (s *countingStore) Claim(ctx context.Context, owner string, max int, ttl time.Duration) ([]postgres.Claim, error) {
-	s.claims.Add(1)
+	// Counted once done: a count seen means that claim is over.
+	defer s.claims.Add(1)
 	return s.Store.Claim(ctx, owner, max, ttl)
 }
 
@@ -401,7 +402,7 @@ func TestWakeForSkipsWhatTheClaimConsumed(t *testing.T) {
 func TestHandoffRunsWhatTheCallerLeased(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	store, e, r := b.lone(t, 1, nil)
+	store, e, r := b.loneIdle(t, 1)
 	ctx := context.Background()
 
 	// Nothing granted: the slot comes back.
@@ -470,7 +471,7 @@ func (b bundle) lone(t *testing.T, workers int, wrap func(runner.Store) runner.S
 func TestHandoffAfterStopHandsTheLeaseBack(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	store, e, r := b.lone(t, 1, nil)
+	store, e, r := b.loneIdle(t, 1)
 	ctx := context.Background()
 	lease, settle := r.Handoff()
 	if lease == nil {
@@ -509,4 +510,20 @@ func TestHandoffAfterStopHandsTheLeaseBack(t *testing.T) {
 	if cs, err := store.Claim(ctx, "other", 1, time.Minute); err != nil || len(cs) != 1 || cs[0].TaskID != id {
 		t.Fatalf("claim after the hand-back: %+v %v", cs, err)
 	}
+}
+
+// loneIdle is lone, returned once the runner's first look for work is
+// over: a task created after it is not claimed by the runner unless
+// something wakes it (tests that lease tasks themselves need that).
+func (b bundle) loneIdle(t *testing.T, workers int) (*postgres.Store, *graph.Engine, *runner.Runner) {
+	t.Helper()
+	cs := &countingStore{}
+	store, e, r := b.lone(t, workers, func(s runner.Store) runner.Store { cs.Store = s; return cs })
+	for deadline := time.Now().Add(5 * time.Second); cs.claims.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the runner did not look for work")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return store, e, r
 }
