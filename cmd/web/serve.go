@@ -179,8 +179,8 @@ func newProvider(c config.LLM, log *slog.Logger) (llm.Provider, error) {
 			}
 			script = s
 		}
-		return scripted.New(scripted.Chain(feature.BuiltinReply, sdd.BuiltinReply, pm.BuiltinReply,
-			slogan.BuiltinReply, analyze.BuiltinReply), script), nil
+		return scripted.New(scripted.Chain(feature.Builtin, sdd.Builtin, pm.Builtin,
+			slogan.Builtin, analyze.Builtin), script), nil
 	case ollama.Name:
 		return ollama.New(ollama.Config{BaseURL: c.OllamaBaseURL, Model: c.OllamaModel, Temperature: c.OllamaTemp,
 			Timeout: c.OllamaTimeout, Logger: log}), nil

@@ -31,6 +31,11 @@ type Request struct {
 	// description). Real models ignore it (the prompt carries it); the
 	// scripted provider varies its built-in replies with it.
 	Subject string
+	// Feedback is what this call must answer, oldest first: a reviewer's
+	// rejections, a failed verification, the human's answers. Real models
+	// read it in the prompt; the scripted provider's built-in replies
+	// answer it visibly, so a rejection in the demo changes the document.
+	Feedback []string
 }
 
 // Response is a provider's answer.

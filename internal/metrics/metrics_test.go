@@ -94,7 +94,7 @@ func TestFeatureRunMetrics(t *testing.T) {
 	open := 3
 	m.WatchWebsockets(func() int { return open })
 
-	p := m.Provider(scripted.New(scripted.Chain(feature.BuiltinReply), nil))
+	p := m.Provider(scripted.New(scripted.Chain(feature.Builtin), nil))
 	wf, err := feature.New(feature.LLMExecutor(p))
 	if err != nil {
 		t.Fatal(err)

@@ -24,19 +24,20 @@ const (
 )
 
 // Defaults returns the built-in reply of role for a task whose main input
-// is subject; ok is false when it does not know role. Each workflow
-// supplies its own (feature.BuiltinReply, …); Chain combines them.
-type Defaults func(role, subject string) (reply string, ok bool)
+// is subject, answering feedback (oldest first; none on a first run); ok is
+// false when it does not know role. Each workflow supplies its own
+// (feature.Builtin, …); Chain combines them.
+type Defaults func(role, subject string, feedback []string) (reply string, ok bool)
 
 // Chain returns Defaults asking each of ds in turn; the first that knows
 // the role answers. Nil entries are skipped.
 func Chain(ds ...Defaults) Defaults {
-	return func(role, subject string) (string, bool) {
+	return func(role, subject string, feedback []string) (string, bool) {
 		for _, d := range ds {
 			if d == nil {
 				continue
 			}
-			if text, ok := d(role, subject); ok {
+			if text, ok := d(role, subject, feedback); ok {
 				return text, true
 			}
 		}
@@ -75,7 +76,7 @@ func (p *Provider) UnknownRoles() []string {
 			out = append(out, r)
 			continue
 		}
-		if _, ok := p.defaults(r, ""); !ok {
+		if _, ok := p.defaults(r, "", nil); !ok {
 			out = append(out, r)
 		}
 	}
@@ -91,7 +92,7 @@ func (p *Provider) Complete(ctx context.Context, req llm.Request) (llm.Response,
 	resp := llm.Response{Model: Model, PromptTokens: words(req.Prompt)}
 	text, ok := p.script.Reply(req.Role, req.Iteration)
 	if !ok && p.defaults != nil {
-		text, ok = p.defaults(req.Role, req.Subject)
+		text, ok = p.defaults(req.Role, req.Subject, req.Feedback)
 	}
 	if !ok {
 		return resp, &llm.ConfigError{Provider: Name, Setting: "LLM_SCRIPT_FILE",

@@ -12,9 +12,12 @@ import (
 )
 
 // defaults knows the roles of a made-up "demo" workflow.
-func defaults(role, subject string) (string, bool) {
+func defaults(role, subject string, feedback []string) (string, bool) {
 	switch role {
 	case "demo.writer":
+		if len(feedback) > 0 {
+			return "A slogan about " + subject + ", answering " + strings.Join(feedback, "; "), true
+		}
 		return "A slogan about " + subject, true
 	case "demo.reviewer":
 		return "SHIP IT!", true
@@ -104,9 +107,23 @@ func TestProviderDefaults(t *testing.T) {
 	}
 }
 
+func TestProviderPassesFeedbackToDefaults(t *testing.T) {
+	t.Parallel()
+	p := scripted.New(defaults, nil)
+	got := complete(t, p, llm.Request{Role: "demo.writer", Subject: "tea", Iteration: 2, Feedback: []string{"mention mornings"}}).Text
+	if got != "A slogan about tea, answering mention mornings" {
+		t.Errorf("reply = %q, want the default answering the feedback", got)
+	}
+	// A scripted reply wins over feedback: the script is what the user asked for.
+	p = scripted.New(defaults, script(t, `{"roles": {"demo.writer": ["fixed"]}}`))
+	if got := complete(t, p, llm.Request{Role: "demo.writer", Feedback: []string{"x"}}).Text; got != "fixed" {
+		t.Errorf("scripted reply = %q, want fixed", got)
+	}
+}
+
 func TestProviderChain(t *testing.T) {
 	t.Parallel()
-	other := func(role, subject string) (string, bool) {
+	other := func(role, subject string, _ []string) (string, bool) {
 		return "other " + role, role == "pm.planner" || role == "demo.writer"
 	}
 	p := scripted.New(scripted.Chain(nil, defaults, other), nil)
@@ -159,7 +176,7 @@ func TestProviderDelay(t *testing.T) {
 
 	t.Run("WaitsAndMeasures", func(t *testing.T) {
 		t.Parallel()
-		p := scripted.New(func(string, string) (string, bool) { return "ok", true }, script(t, `{"delay": "30ms"}`))
+		p := scripted.New(func(string, string, []string) (string, bool) { return "ok", true }, script(t, `{"delay": "30ms"}`))
 		start := time.Now()
 		resp := complete(t, p, llm.Request{Role: "any.role"})
 		if el := time.Since(start); el < 30*time.Millisecond || resp.Duration < 30*time.Millisecond {

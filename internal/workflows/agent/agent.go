@@ -74,7 +74,15 @@ func Record(run *graph.NodeRun, c Call) {
 // provider's other errors as they are (the node's retry policy decides);
 // an empty reply (worth another try: usually a hiccup of the model).
 func Ask(ctx context.Context, p llm.Provider, run *graph.NodeRun, role, prompt, subject string) (llm.Response, error) {
-	req := llm.Request{Role: role, Prompt: prompt, TaskID: run.TaskID, Iteration: run.Iteration, Subject: subject}
+	return AskAnswering(ctx, p, run, role, prompt, subject, nil)
+}
+
+// AskAnswering is Ask for a call that must answer feedback (a rejection, a
+// failed verification, the human's answers; oldest first). The prompt
+// carries it for real models; llm.Request.Feedback carries it for the
+// scripted provider, whose built-in replies then answer it visibly.
+func AskAnswering(ctx context.Context, p llm.Provider, run *graph.NodeRun, role, prompt, subject string, feedback []string) (llm.Response, error) {
+	req := llm.Request{Role: role, Prompt: prompt, TaskID: run.TaskID, Iteration: run.Iteration, Subject: subject, Feedback: feedback}
 	start := time.Now()
 	resp, err := p.Complete(ctx, req)
 	if resp.Duration <= 0 {

@@ -92,3 +92,18 @@ func FirstSentence(text string, max int) string {
 	}
 	return Excerpt(s, max)
 }
+
+// MaxPoint is where Points cuts each point of feedback.
+const MaxPoint = 240
+
+// Points is feedback as the built-in replies quote it: each entry on one
+// line, cut at MaxPoint characters, blank entries dropped.
+func Points(feedback []string) []string {
+	var out []string
+	for _, f := range feedback {
+		if p := Excerpt(f, MaxPoint); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -321,7 +321,7 @@ func (w *workflow) prepare(ctx context.Context, run *graph.NodeRun, s State) (St
 	}
 	s.UserInput = ""
 	if n := len(s.AnalysisHistory); n > 1 && s.AnalysisHistory[n-1].Role == FromUser && Approves(s.AnalysisHistory[n-1].Content) {
-		resp, err := agent.Ask(ctx, w.p, run, RoleAnalyst, finalPrompt(s), Subject(s.Query, s.Turns, true))
+		resp, err := agent.AskAnswering(ctx, w.p, run, RoleAnalyst, finalPrompt(s), Subject(s.Query, s.Turns, true), s.answers())
 		if err != nil {
 			return s, err
 		}
@@ -330,7 +330,7 @@ func (w *workflow) prepare(ctx context.Context, run *graph.NodeRun, s State) (St
 		run.Artifact(ArtifactAnalysis, "text/markdown", s.AnalysisOutput)
 		return s, nil
 	}
-	resp, err := agent.Ask(ctx, w.p, run, RoleAnalyst, turnPrompt(s), Subject(s.Query, s.Turns+1, false))
+	resp, err := agent.AskAnswering(ctx, w.p, run, RoleAnalyst, turnPrompt(s), Subject(s.Query, s.Turns+1, false), s.answers())
 	if err != nil {
 		return s, err
 	}
@@ -420,4 +420,17 @@ func finalPrompt(s State) string {
 conversation); The agreed solution; Decisions and assumptions; Next steps. Reply with the document only.
 `)
 	return sb.String()
+}
+
+// answers is what the human has said so far, oldest first: the feedback
+// the analyst's next message answers (the query, which opens the
+// history, is not an answer).
+func (s State) answers() []string {
+	var out []string
+	for i, m := range s.AnalysisHistory {
+		if m.Role == FromUser && i > 0 { // the first is the query itself
+			out = append(out, m.Content)
+		}
+	}
+	return out
 }

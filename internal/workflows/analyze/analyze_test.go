@@ -28,7 +28,7 @@ func setup(t *testing.T, replies []string) *agenttest.Env {
 	}
 	script := agenttest.Script(t, roles)
 	return agenttest.New(t, func(tb testing.TB) graph.Workflow {
-		g, err := analyze.New(scripted.New(analyze.BuiltinReply, script), analyze.WithRetry(graph.RetryPolicy{Attempts: 1}))
+		g, err := analyze.New(scripted.New(analyze.Builtin, script), analyze.WithRetry(graph.RetryPolicy{Attempts: 1}))
 		if err != nil {
 			tb.Fatalf("analyze.New: %v", err)
 		}

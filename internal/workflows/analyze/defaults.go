@@ -14,6 +14,14 @@ import (
 // analysis for the final call — each naming the query's own subject. ok
 // is false for a role that is not the workflow's.
 func BuiltinReply(role, subject string) (reply string, ok bool) {
+	return Builtin(role, subject, nil)
+}
+
+// Builtin is BuiltinReply answering feedback (the human's answers so far,
+// oldest first): each message quotes the last answer it builds on, and the
+// final analysis lists everything the human said.
+func Builtin(role, subject string, feedback []string) (reply string, ok bool) {
+	fb := agent.Points(feedback)
 	if role != RoleAnalyst {
 		return "", false
 	}
@@ -38,30 +46,34 @@ func BuiltinReply(role, subject string) (reply string, ok bool) {
 2. Change the handling of %[3]s as proposed, behind a feature flag.
 3. Roll out to a small group first, watch the error rate and latency, then to everyone.
 
-## Decisions and assumptions
+%[4]s## Decisions and assumptions
 - The fix stays backwards compatible; no data migration is needed.
 - Monitoring already in place is enough to judge the rollout.
 
 ## Next steps
 - Write the failing test and the fix; review; release behind the flag.
 - Remove the flag one week after a clean rollout.
-`, topic, agent.Excerpt(query, 600), focus), true
+`, topic, agent.Excerpt(query, 600), focus, told(fb)), true
+	}
+	said := ""
+	if len(fb) > 0 {
+		said = fmt.Sprintf("You said: %q. ", fb[len(fb)-1])
 	}
 	switch {
 	case turn <= 1:
-		return fmt.Sprintf("I have read your request (%q) and the attached files. Before I propose anything: "+
-			"who runs into this problem, and how often does it happen?", topic), true
+		return fmt.Sprintf("%sI have read your request (%q) and the attached files. Before I propose anything: "+
+			"who runs into this problem, and how often does it happen?", said, topic), true
 	case turn == 2:
-		return fmt.Sprintf("Thanks, that helps. Which constraints must a solution for %s respect — deadlines, "+
-			"compatibility with existing clients, or technologies you already use?", focus), true
+		return fmt.Sprintf("%sThanks, that helps. Which constraints must a solution for %s respect — deadlines, "+
+			"compatibility with existing clients, or technologies you already use?", said, focus), true
 	default:
-		return fmt.Sprintf(`Here is what I propose for %[1]q:
+		return fmt.Sprintf(`%[4]sHere is what I propose for %[1]q:
 
 1. Reproduce the problem with a failing test around %[2]s.
 2. Fix the handling of %[2]s, behind a feature flag, keeping existing clients working.
 3. Roll out gradually while watching errors and latency.
 
-If this works for you, reply %[3]s; otherwise tell me what to change.`, topic, focus, ApprovalPhrase), true
+If this works for you, reply %[3]s; otherwise tell me what to change.`, topic, focus, ApprovalPhrase, said), true
 	}
 }
 
@@ -78,4 +90,18 @@ func parseSubject(subject string) (final bool, turn int, query string) {
 		}
 	}
 	return false, 1, subject
+}
+
+// told is the final analysis's section listing the human's answers ("" for
+// none).
+func told(fb []string) string {
+	if len(fb) == 0 {
+		return ""
+	}
+	var sb strings.Builder
+	sb.WriteString("## What you told me\n")
+	for _, f := range fb {
+		sb.WriteString("- " + f + "\n")
+	}
+	return sb.String() + "\n"
 }

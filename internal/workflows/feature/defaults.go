@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+
+	"github.com/gatehousehq/gatehouse/internal/workflows/agent"
 )
 
 // DefaultReplies returns a well-formed reply per role for a feature
@@ -20,7 +22,14 @@ func DefaultReplies(description string) map[string]string {
 
 // DefaultReply is DefaultReplies(description)[role], or "" for a role that
 // is not one of the workflow's.
-func DefaultReply(role, description string) string {
+func DefaultReply(role, description string) string { return Revision(role, description, nil) }
+
+// Revision is DefaultReply answering review feedback (oldest first): each
+// point becomes something a reviewer can see in the diff (a requirement, a
+// plan task, a decision, a section quoting it), so a rejection in the
+// offline demo changes the document. No feedback: DefaultReply exactly.
+func Revision(role, description string, feedback []string) string {
+	fb := agent.Points(feedback)
 	desc := strings.TrimSpace(description)
 	if desc == "" {
 		desc = "A new feature."
@@ -33,29 +42,32 @@ func DefaultReply(role, description string) string {
 			Summary      string   `yaml:"summary"`
 			Technologies []string `yaml:"technologies"`
 			Complexity   string   `yaml:"complexity"`
-		}{name, firstSentence(desc, 300), []string{"Go", "PostgreSQL", "htmx"}, "medium"})
+		}{name, firstSentence(desc, 300) + revisedFor(fb), []string{"Go", "PostgreSQL", "htmx"}, "medium"})
 	case RoleRequirements:
 		type req struct {
 			ID          string `yaml:"id"`
 			Description string `yaml:"description"`
 		}
+		reqs := []req{
+			{"FR-1", "The system provides: " + firstSentence(desc, 200)},
+			{"FR-2", "Every change made by the feature is recorded with who made it and when."},
+			{"FR-3", "Invalid input is refused with a message naming the field; nothing is changed."},
+		}
+		criteria := []string{
+			"A user can complete the main flow end to end in the browser.",
+			"The API returns 400 naming the field for invalid input.",
+			"The feature is covered by integration tests against PostgreSQL.",
+		}
+		for i, f := range fb {
+			id := fmt.Sprintf("FR-%d", 4+i)
+			reqs = append(reqs, req{id, "From review feedback: " + f})
+			criteria = append(criteria, fmt.Sprintf("A reviewer confirms %s answers: %s", id, f))
+		}
 		return marshal(struct {
 			Requirements       []req    `yaml:"requirements"`
 			AcceptanceCriteria []string `yaml:"acceptanceCriteria"`
 			OpenQuestions      []string `yaml:"openQuestions"`
-		}{
-			[]req{
-				{"FR-1", "The system provides: " + firstSentence(desc, 200)},
-				{"FR-2", "Every change made by the feature is recorded with who made it and when."},
-				{"FR-3", "Invalid input is refused with a message naming the field; nothing is changed."},
-			},
-			[]string{
-				"A user can complete the main flow end to end in the browser.",
-				"The API returns 400 naming the field for invalid input.",
-				"The feature is covered by integration tests against PostgreSQL.",
-			},
-			[]string{},
-		})
+		}{reqs, criteria, []string{}})
 	case RoleResearch:
 		type decision struct {
 			Title        string   `yaml:"title"`
@@ -63,17 +75,19 @@ func DefaultReply(role, description string) string {
 			Rationale    string   `yaml:"rationale"`
 			Alternatives []string `yaml:"alternatives"`
 		}
+		decisions := []decision{
+			{"Storage", "PostgreSQL tables with a goose migration", "The service already runs on PostgreSQL; one store keeps backups and transactions simple.", []string{"SQLite", "a document store"}},
+			{"API", "JSON endpoints under /api/v1", "Matches the existing API and its error format.", []string{"GraphQL"}},
+			{"UI", "server-rendered templ pages with htmx", "No build step; consistent with the rest of the UI.", []string{"a single-page app"}},
+		}
+		for i, f := range fb {
+			decisions = append(decisions, decision{fmt.Sprintf("Review feedback %d", i+1), f,
+				"A reviewer asked for it; the design follows their feedback.", []string{"keeping the earlier choice"}})
+		}
 		return marshal(struct {
 			Summary   string     `yaml:"summary"`
 			Decisions []decision `yaml:"decisions"`
-		}{
-			"Build " + name + " inside the existing Go service, storing its data in PostgreSQL.",
-			[]decision{
-				{"Storage", "PostgreSQL tables with a goose migration", "The service already runs on PostgreSQL; one store keeps backups and transactions simple.", []string{"SQLite", "a document store"}},
-				{"API", "JSON endpoints under /api/v1", "Matches the existing API and its error format.", []string{"GraphQL"}},
-				{"UI", "server-rendered templ pages with htmx", "No build step; consistent with the rest of the UI.", []string{"a single-page app"}},
-			},
-		})
+		}{"Build " + name + " inside the existing Go service, storing its data in PostgreSQL." + revisedFor(fb), decisions})
 	case RolePlan:
 		type task struct {
 			ID          string   `yaml:"id"`
@@ -87,22 +101,29 @@ func DefaultReply(role, description string) string {
 			Description string `yaml:"description"`
 			Tasks       []task `yaml:"tasks"`
 		}
+		phases := []phase{
+			{"phase-1", "Foundation", "Schema, queries and API.", []task{
+				{"task-1", "Add the migration and sqlc queries", "Tables, indexes and generated code.", []string{}},
+				{"task-2", "Add the API endpoints", "Handlers with input validation and errors.", []string{"task-1"}},
+			}},
+			{"phase-2", "Experience", "UI and end-to-end tests.", []task{
+				{"task-3", "Add the templ pages", "Forms and live updates with htmx.", []string{"task-2"}},
+				{"task-4", "Add integration and browser tests", "PostgreSQL-backed tests and chromedp flows.", []string{"task-3"}},
+			}},
+		}
+		summary := "Two phases: the data model and API first, then the UI and its tests."
+		if len(fb) > 0 {
+			var tasks []task
+			for i, f := range fb {
+				tasks = append(tasks, task{fmt.Sprintf("task-%d", 5+i), "Address review feedback " + fmt.Sprint(i+1), f, []string{"task-4"}})
+			}
+			phases = append(phases, phase{"phase-3", "Review feedback", "Changes the reviewer asked for.", tasks})
+			summary = "Three phases: the data model and API, the UI and its tests, then the changes the review asked for."
+		}
 		return marshal(struct {
 			Summary string  `yaml:"summary"`
 			Phases  []phase `yaml:"phases"`
-		}{
-			"Two phases: the data model and API first, then the UI and its tests.",
-			[]phase{
-				{"phase-1", "Foundation", "Schema, queries and API.", []task{
-					{"task-1", "Add the migration and sqlc queries", "Tables, indexes and generated code.", []string{}},
-					{"task-2", "Add the API endpoints", "Handlers with input validation and errors.", []string{"task-1"}},
-				}},
-				{"phase-2", "Experience", "UI and end-to-end tests.", []task{
-					{"task-3", "Add the templ pages", "Forms and live updates with htmx.", []string{"task-2"}},
-					{"task-4", "Add integration and browser tests", "PostgreSQL-backed tests and chromedp flows.", []string{"task-3"}},
-				}},
-			},
-		})
+		}{summary, phases})
 	case RoleImplement:
 		return fmt.Sprintf(`# Implementation of %s
 
@@ -117,9 +138,9 @@ func DefaultReply(role, description string) string {
 
 ## task-4: tests
 - Added integration tests against PostgreSQL and a chromedp flow.
-
+%s
 All tests pass.
-`, name)
+`, name, answered("Review feedback addressed", fb))
 	case RoleMerge:
 		return fmt.Sprintf(`# Merge: %s
 
@@ -134,9 +155,31 @@ All tests pass.
 
 ## Risks and rollback
 - The migration is additive; roll back by reverting the merge and running migrate down.
-`, name, firstSentence(desc, 300))
+%s`, name, firstSentence(desc, 300), answered("Review feedback addressed", fb))
 	}
 	return ""
+}
+
+// revisedFor is a sentence closing a summary that was revised for fb.
+func revisedFor(fb []string) string {
+	if len(fb) == 0 {
+		return ""
+	}
+	return " Revised for review feedback: " + strings.Join(fb, "; ")
+}
+
+// answered is a Markdown section listing each point of fb as done ("" for
+// none).
+func answered(title string, fb []string) string {
+	if len(fb) == 0 {
+		return ""
+	}
+	var sb strings.Builder
+	sb.WriteString("\n## " + title + "\n")
+	for _, f := range fb {
+		sb.WriteString("- Done: " + f + "\n")
+	}
+	return sb.String()
 }
 
 // Slug turns text into a short kebab-case name (at most six words).

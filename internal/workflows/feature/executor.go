@@ -52,6 +52,9 @@ type Request struct {
 	// Subject is the feature request's description: a scripted executor
 	// varies its replies by it.
 	Subject string
+	// Feedback is the review feedback this call must answer, oldest first
+	// (the prompt carries it too).
+	Feedback []string
 }
 
 // Reply is an agent's answer.
@@ -73,7 +76,8 @@ func cut(s string, n int) (string, bool) { return agent.Cut(s, n) }
 // call makes the node run's one executor call and records it as an
 // llm.call event (also when it fails).
 func (w *workflow) call(ctx context.Context, run *graph.NodeRun, s State, role, prompt string) (Reply, error) {
-	req := Request{Role: role, Prompt: prompt, TaskID: run.TaskID, Iteration: run.Iteration, Subject: s.Description}
+	req := Request{Role: role, Prompt: prompt, TaskID: run.TaskID, Iteration: run.Iteration, Subject: s.Description,
+		Feedback: feedbackFor(s, role)}
 	start := time.Now()
 	rep, err := w.exec.Execute(ctx, req)
 	dur := rep.Duration
@@ -90,4 +94,27 @@ func (w *workflow) call(ctx context.Context, run *graph.NodeRun, s State, role, 
 		return rep, fmt.Errorf("%s: %s returned an empty reply", run.Node, role)
 	}
 	return rep, nil
+}
+
+// feedbackFor is the rejection feedback role's call answers: the same
+// entries its prompt lists (every rejection for requirements, whose
+// spec.yaml carries them all; the plan's and the merge's own otherwise).
+func feedbackFor(s State, role string) []string {
+	var phase string
+	switch role {
+	case RoleRequirements:
+	case RolePlan:
+		phase = NodePlan
+	case RoleMerge:
+		phase = NodeMerge
+	default:
+		return nil
+	}
+	var out []string
+	for _, f := range s.Feedback {
+		if phase == "" || f.Phase == phase {
+			out = append(out, f.Feedback)
+		}
+	}
+	return out
 }

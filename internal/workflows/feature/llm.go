@@ -31,12 +31,18 @@ func (e llmExecutor) Execute(ctx context.Context, req Request) (Reply, error) {
 
 // llmRequest maps a feature call to a provider request.
 func llmRequest(req Request) llm.Request {
-	return llm.Request{Role: req.Role, Prompt: req.Prompt, TaskID: req.TaskID, Iteration: req.Iteration, Subject: req.Subject}
+	return llm.Request{Role: req.Role, Prompt: req.Prompt, TaskID: req.TaskID, Iteration: req.Iteration, Subject: req.Subject, Feedback: req.Feedback}
 }
 
-// BuiltinReply is DefaultReply in the shape of the scripted provider's
-// Defaults: ok is false for a role that is not one of the workflow's.
+// BuiltinReply is DefaultReply with ok false for a role that is not one of
+// the workflow's.
 func BuiltinReply(role, description string) (reply string, ok bool) {
-	reply = DefaultReply(role, description)
+	return Builtin(role, description, nil)
+}
+
+// Builtin is Revision in the shape of the scripted provider's Defaults: ok
+// is false for a role that is not one of the workflow's.
+func Builtin(role, description string, feedback []string) (reply string, ok bool) {
+	reply = Revision(role, description, feedback)
 	return reply, reply != ""
 }

@@ -74,7 +74,7 @@ func parseScript(t *testing.T, src string) *scripted.Script {
 
 func TestLLMExecutorScriptedRunsToTheEnd(t *testing.T) {
 	t.Parallel()
-	b := setupLLM(t, scripted.New(feature.BuiltinReply, nil))
+	b := setupLLM(t, scripted.New(feature.Builtin, nil))
 	id, out := b.runTask()
 	if out.Status != graph.StatusSucceeded {
 		t.Fatalf("outcome = %+v, want succeeded", out)
@@ -103,7 +103,7 @@ func TestLLMExecutorScriptedRunsToTheEnd(t *testing.T) {
 func TestLLMExecutorScriptedBrokenResearch(t *testing.T) {
 	t.Parallel()
 	script := parseScript(t, `{"roles": {"feature.research": ["decisions:\n- title: x\n  chosen: [y\n"]}}`)
-	b := setupLLM(t, scripted.New(feature.BuiltinReply, script))
+	b := setupLLM(t, scripted.New(feature.Builtin, script))
 	id, out := b.runTask()
 	if out.Status != graph.StatusFailed {
 		t.Fatalf("outcome = %+v, want failed", out)
@@ -120,11 +120,11 @@ func TestLLMExecutorConfigErrorIsNotRetried(t *testing.T) {
 	t.Parallel()
 	// Built-in replies for every role but research: its call fails with
 	// *llm.ConfigError, which must not be retried.
-	defaults := func(role, desc string) (string, bool) {
+	defaults := func(role, desc string, fb []string) (string, bool) {
 		if role == feature.RoleResearch {
 			return "", false
 		}
-		return feature.BuiltinReply(role, desc)
+		return feature.Builtin(role, desc, fb)
 	}
 	b := setupLLM(t, scripted.New(defaults, nil))
 	id, out := b.runTask()
@@ -149,7 +149,7 @@ func TestLLMExecutorScriptedRepliesFollowIterations(t *testing.T) {
 	// Each step runs on a fresh provider and engine over the same store,
 	// as after a restart: the replies follow the iteration, not a counter.
 	engine := func() *graph.Engine {
-		g, err := feature.New(feature.LLMExecutor(scripted.New(feature.BuiltinReply, parseScript(t, src))))
+		g, err := feature.New(feature.LLMExecutor(scripted.New(feature.Builtin, parseScript(t, src))))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,15 @@ import (
 // passing JSON verification, a Markdown summary. ok is false for a role
 // that is not one of the workflow's.
 func BuiltinReply(role, subject string) (reply string, ok bool) {
+	return Builtin(role, subject, nil)
+}
+
+// Builtin is BuiltinReply answering feedback (oldest first): the plan's
+// rejections become steps of the plan and a line of the summary, a failed
+// verification (the remediation) a section of the worker's report and a
+// finding of the verifier — so a rejection in the demo changes the plan.
+func Builtin(role, subject string, feedback []string) (reply string, ok bool) {
+	fb := agent.Points(feedback)
 	topic := agent.Name(subject, "the change")
 	focus := agent.Keyword(subject, 0, "feature")
 	switch role {
@@ -42,6 +51,13 @@ func BuiltinReply(role, subject string) (reply string, ok bool) {
 				"No data migration of existing " + focus + " records is needed.",
 			},
 		}
+		for i, f := range fb {
+			plan.Steps = append(plan.Steps, Step{ID: fmt.Sprintf("step-%d", 4+i), Title: "Address review: " + agent.Excerpt(f, 80),
+				Description:     "The plan's reviewer asked: " + f,
+				ExpectedOutputs: []string{"the change the reviewer asked for"},
+				Evidence:        []string{"a note showing how the feedback was answered"},
+				Capabilities:    []string{"repository"}})
+		}
 		return plan.YAML(), true
 	case RoleWorker:
 		return fmt.Sprintf(`## %[1]s
@@ -55,10 +71,14 @@ Done. I worked in a fresh sandbox from the main branch.
 ### Evidence
 - go test ./... passes (all packages ok).
 - Every expected output of the step is listed above with its location.
-`, strings.TrimRight(strings.TrimSpace(subject), ".")+"."), true
+%[2]s`, strings.TrimRight(strings.TrimSpace(subject), ".")+".", section("Remediation", "Fixed", fb)), true
 	case RoleVerifier:
+		findings := []string{fmt.Sprintf("%q: every expected output is present and the evidence supports it.", agent.Excerpt(subject, 80))}
+		for _, f := range fb {
+			findings = append(findings, "The remediation was done: "+f)
+		}
 		b, _ := json.Marshal(map[string]any{"status": VerifyPass,
-			"findings":            []string{fmt.Sprintf("%q: every expected output is present and the evidence supports it.", agent.Excerpt(subject, 80))},
+			"findings":            findings,
 			"recommended_actions": []string{}})
 		return string(b), true
 	case RoleSummarizer:
@@ -76,7 +96,21 @@ Each criterion is met; the verification records of the steps hold the evidence.
 
 ## Open risks
 - None known. Watch the error rate after release.
-`, topic, focus), true
+%[3]s`, topic, focus, section("Review feedback on the plan", "Answered", fb)), true
 	}
 	return "", false
+}
+
+// section is a Markdown section with one line per point of fb ("" for
+// none).
+func section(title, verb string, fb []string) string {
+	if len(fb) == 0 {
+		return ""
+	}
+	var sb strings.Builder
+	sb.WriteString("\n### " + title + "\n")
+	for _, f := range fb {
+		sb.WriteString("- " + verb + ": " + f + "\n")
+	}
+	return sb.String()
 }

@@ -403,7 +403,7 @@ func (w *workflow) loadTaskContext(_ context.Context, run *graph.NodeRun, s Stat
 }
 
 func (w *workflow) planSteps(ctx context.Context, run *graph.NodeRun, s State) (State, error) {
-	resp, err := agent.Ask(ctx, w.p, run, RolePlanner, plannerPrompt(s, run.Iteration), s.Description)
+	resp, err := agent.AskAnswering(ctx, w.p, run, RolePlanner, plannerPrompt(s, run.Iteration), s.Description, s.planFeedback())
 	if err != nil {
 		return s, err
 	}
@@ -492,7 +492,7 @@ func (w *workflow) verifyStepResult(ctx context.Context, run *graph.NodeRun, s S
 	if !ok || s.LastResult == nil || s.CurrentJob == nil {
 		return s, graph.Permanent(fmt.Errorf("%s: no result to verify", run.Node))
 	}
-	resp, err := agent.Ask(ctx, w.p, run, RoleVerifier, verifierPrompt(s, step), step.Title)
+	resp, err := agent.AskAnswering(ctx, w.p, run, RoleVerifier, verifierPrompt(s, step), step.Title, remediation(s.CurrentJob.Remediation))
 	if err != nil {
 		return s, err
 	}
@@ -538,7 +538,7 @@ func markFailed(_ context.Context, _ *graph.NodeRun, s State) (State, error) {
 }
 
 func (w *workflow) finalizeSummary(ctx context.Context, run *graph.NodeRun, s State) (State, error) {
-	resp, err := agent.Ask(ctx, w.p, run, RoleSummarizer, summarizerPrompt(s), s.Description)
+	resp, err := agent.AskAnswering(ctx, w.p, run, RoleSummarizer, summarizerPrompt(s), s.Description, s.planFeedback())
 	if err != nil {
 		return s, err
 	}
@@ -664,4 +664,21 @@ func summarizerPrompt(s State) string {
 	sb.WriteString(list("Assumptions", s.Plan.Assumptions))
 	sb.WriteString("Write the final task summary in Markdown: outcome, what was done per step, how each acceptance criterion is met, open risks.\n")
 	return sb.String()
+}
+
+// planFeedback is every rejection of the plan, oldest first.
+func (s State) planFeedback() []string {
+	var out []string
+	for _, f := range s.PlanFeedback {
+		out = append(out, f.Feedback)
+	}
+	return out
+}
+
+// remediation is text as a one-point feedback list, or none.
+func remediation(text string) []string {
+	if strings.TrimSpace(text) == "" {
+		return nil
+	}
+	return []string{text}
 }

@@ -30,7 +30,7 @@ func provider(t testing.TB, roles map[string][]string) llm.Provider {
 	if roles == nil {
 		roles = map[string][]string{}
 	}
-	return scripted.New(pm.BuiltinReply, agenttest.Script(t, roles))
+	return scripted.New(pm.Builtin, agenttest.Script(t, roles))
 }
 
 // setup gives the test a database and the pm workflow over a scripted

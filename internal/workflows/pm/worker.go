@@ -95,7 +95,7 @@ func (w llmWorker) Dispatch(_ context.Context, _ *graph.NodeRun, job Job) (Ticke
 
 // Collect implements Worker.
 func (w llmWorker) Collect(ctx context.Context, run *graph.NodeRun, job Job, t Ticket) (StepResult, error) {
-	resp, err := agent.Ask(ctx, w.p, run, RoleWorker, workerPrompt(job), job.Title)
+	resp, err := agent.AskAnswering(ctx, w.p, run, RoleWorker, workerPrompt(job), job.Title, remediation(job.Remediation))
 	if err != nil {
 		return StepResult{}, err
 	}

@@ -14,7 +14,17 @@ import (
 // (no revision needed) for the reviewer, each naming the brief's own
 // subject. ok is false for a role that is not one of the workflow's.
 func BuiltinReply(role, brief string) (reply string, ok bool) {
+	return Builtin(role, brief, nil)
+}
+
+// Builtin is BuiltinReply answering feedback (human rejections and the
+// reviewer's issues, oldest first): each draft gains a section saying how
+// it answers each point, the final document a revision-history row per
+// point, and the review says which points it checked — so a rejection in
+// the demo changes the document the reviewer sees.
+func Builtin(role, brief string, feedback []string) (reply string, ok bool) {
 	d := newDemo(brief)
+	d.feedback = agent.Points(feedback)
 	switch role {
 	case RoleArchitect:
 		return d.hld(), true
@@ -28,7 +38,7 @@ func BuiltinReply(role, brief string) (reply string, ok bool) {
 				fmt.Sprintf("State the retention period of %s records explicitly.", d.entity),
 				"Add a load test target (requests per second) to the scalability section.",
 			},
-			Summary: fmt.Sprintf("The design of %s is complete and consistent; the API, data model and schema agree.", d.name)})
+			Summary: fmt.Sprintf("The design of %s is complete and consistent; the API, data model and schema agree.%s", d.name, d.checked())})
 		return string(b), true
 	case RoleWriter:
 		return d.sdd(), true
@@ -39,6 +49,39 @@ func BuiltinReply(role, brief string) (reply string, ok bool) {
 // demo is what the built-in replies say about one brief.
 type demo struct {
 	name, summary, entity, second, store, style string
+	// feedback is what this revision answers (none on a first draft).
+	feedback []string
+}
+
+// answered is a Markdown section saying how this draft answers each point
+// of feedback ("" for none).
+func (d demo) answered(what string) string {
+	if len(d.feedback) == 0 {
+		return ""
+	}
+	var sb strings.Builder
+	sb.WriteString("\n## Review feedback addressed\n")
+	for _, f := range d.feedback {
+		fmt.Fprintf(&sb, "- %s: %s\n", what, f)
+	}
+	return sb.String()
+}
+
+// checked is the review's sentence about the feedback it checked.
+func (d demo) checked() string {
+	if len(d.feedback) == 0 {
+		return ""
+	}
+	return " The revision answers the review feedback: " + strings.Join(d.feedback, "; ") + "."
+}
+
+// history is the final document's revision-history rows after 1.0.
+func (d demo) history() string {
+	var sb strings.Builder
+	for i, f := range d.feedback {
+		fmt.Fprintf(&sb, "| 1.%d | Revised for review feedback: %s |\n", i+1, strings.ReplaceAll(f, "|", "/"))
+	}
+	return sb.String()
 }
 
 func newDemo(brief string) demo {
@@ -109,7 +152,7 @@ Stateless API replicas behind a load balancer; workers scale horizontally and cl
 ## Risks
 - Outbox backlog under load: monitored with an alert on its age.
 - Schema changes on large tables: additive migrations only.
-`, d.name, d.summary, d.style, d.store, d.entity, d.second)
+%[7]s`, d.name, d.summary, d.style, d.store, d.entity, d.second, d.answered("Changed in the architecture"))
 }
 
 func (d demo) lld() string {
@@ -136,7 +179,7 @@ Names are 1–200 characters; unknown fields are refused; optimistic locking wit
 ## Main sequences
 1. Create: validate → insert %[2]s and outbox row in one transaction → 201.
 2. Update: compare version → update → record one more %[4]s → 200.
-`, d.name, d.entity, agent.TitleCase(d.entity), d.second, agent.TitleCase(d.second))
+%[6]s`, d.name, d.entity, agent.TitleCase(d.entity), d.second, agent.TitleCase(d.second), d.answered("Changed in the API and data models"))
 }
 
 func (d demo) database() string {
@@ -170,7 +213,7 @@ CREATE TABLE outbox (
 - %[3]ss_by_%[2]s serves the history of one %[2]s, newest last.
 - Archived %[2]ss are kept; %[3]ss older than two years are moved to cold storage.
 - Migrations are additive and run with goose at start-up.
-`, d.name, d.entity, d.second)
+%[4]s`, d.name, d.entity, d.second, d.answered("Changed in the schema"))
 }
 
 func (d demo) sdd() string {
@@ -209,5 +252,5 @@ func (d demo) sdd() string {
 | version | change |
 | --- | --- |
 | 1.0 | First complete version, reviewed. |
-`, d.name, d.summary, strip(d.hld()), strip(d.lld()), strip(d.database()), d.entity)
+%[7]s`, d.name, d.summary, strip(d.hld()), strip(d.lld()), strip(d.database()), d.entity, d.history())
 }

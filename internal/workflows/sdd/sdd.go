@@ -341,7 +341,7 @@ func (s State) dbCheck() check    { return check{"database_schema", s.DatabaseSc
 // --- nodes ---
 
 func (w *workflow) ask(ctx context.Context, run *graph.NodeRun, s State, role, prompt string) (string, error) {
-	resp, err := agent.Ask(ctx, w.p, run, role, prompt, s.ProjectBrief)
+	resp, err := agent.AskAnswering(ctx, w.p, run, role, prompt, s.ProjectBrief, s.feedback())
 	if err != nil {
 		return "", err
 	}
@@ -393,7 +393,7 @@ func (w *workflow) reviewDoc(ctx context.Context, run *graph.NodeRun, s State) (
 	if err := validate(run.Node, "ReviewerAgent", s.hldCheck(), s.lldCheck(), s.dbCheck()); err != nil {
 		return s, err
 	}
-	resp, err := agent.Ask(ctx, w.p, run, RoleReviewer, reviewerPrompt(s, run.Iteration), s.ProjectBrief)
+	resp, err := agent.AskAnswering(ctx, w.p, run, RoleReviewer, reviewerPrompt(s, run.Iteration), s.ProjectBrief, s.feedback())
 	if err != nil {
 		return s, err
 	}
@@ -466,4 +466,18 @@ func edit(s State, content string) (State, error) {
 	}
 	s.FinalDocument = content
 	return s, nil
+}
+
+// feedback is what a drafting call answers, oldest first: every human
+// rejection, then the automated reviewer's issues while a revision is
+// under way (a human's rejection is already among the first).
+func (s State) feedback() []string {
+	var out []string
+	for _, h := range s.HumanFeedback {
+		out = append(out, h.Feedback)
+	}
+	if s.RevisionFeedback != "" && s.NeedsRevision && s.ReviewFeedback != nil {
+		out = append(out, s.ReviewFeedback.Issues...)
+	}
+	return out
 }

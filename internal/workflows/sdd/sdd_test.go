@@ -33,7 +33,7 @@ func setup(t *testing.T, roles map[string][]string, opts ...sdd.Option) *agentte
 	}
 	script := agenttest.Script(t, roles)
 	return agenttest.New(t, func(tb testing.TB) graph.Workflow {
-		g, err := sdd.New(scripted.New(sdd.BuiltinReply, script),
+		g, err := sdd.New(scripted.New(sdd.Builtin, script),
 			append([]sdd.Option{sdd.WithRetry(graph.RetryPolicy{Attempts: 1})}, opts...)...)
 		if err != nil {
 			tb.Fatalf("sdd.New: %v", err)
@@ -305,7 +305,7 @@ func TestInputValidation(t *testing.T) {
 
 func TestDescribe(t *testing.T) {
 	t.Parallel()
-	g, err := sdd.New(scripted.New(sdd.BuiltinReply, nil))
+	g, err := sdd.New(scripted.New(sdd.Builtin, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

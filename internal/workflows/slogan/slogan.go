@@ -359,7 +359,11 @@ func asked(after string) bool {
 
 func (w *workflow) writer(ctx context.Context, run *graph.NodeRun, s State) (State, error) {
 	turn := len(s.Turns) + 1
-	resp, err := agent.Ask(ctx, w.p, run, RoleWriter, writerPrompt(s.UserInput, s.Feedback), s.UserInput)
+	var fb []string
+	if s.Feedback != "" {
+		fb = []string{s.Feedback}
+	}
+	resp, err := agent.AskAnswering(ctx, w.p, run, RoleWriter, writerPrompt(s.UserInput, s.Feedback), s.UserInput, fb)
 	if err != nil {
 		return s, fmt.Errorf("turn %d: %w", turn, err)
 	}

@@ -42,7 +42,7 @@ func setup(t *testing.T, roles map[string][]string, opts ...slogan.Option) *agen
 	if roles == nil {
 		roles = map[string][]string{}
 	}
-	return setupWith(t, scripted.New(slogan.BuiltinReply, agenttest.Script(t, roles)), opts...)
+	return setupWith(t, scripted.New(slogan.Builtin, agenttest.Script(t, roles)), opts...)
 }
 
 func TestIsApproved(t *testing.T) {
@@ -182,7 +182,7 @@ func TestProviderDownEndsInError(t *testing.T) {
 	for _, role := range []string{slogan.RoleWriter, slogan.RoleReviewer} {
 		t.Run(role, func(t *testing.T) {
 			t.Parallel()
-			p := &downProvider{role: role, next: scripted.New(slogan.BuiltinReply, nil)}
+			p := &downProvider{role: role, next: scripted.New(slogan.Builtin, nil)}
 			e := setupWith(t, p)
 			id := e.Create(input(t), "")
 			task := e.Fails(id)

@@ -1,0 +1,124 @@
+package feature_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/llm/scripted"
+	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
+
+	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
+)
+
+// TestBuiltinAnswersFeedback: every built-in reply of the offline demo
+// model changes when it is given feedback, shows the feedback (the
+// slogan: its key word), and stays the same for the same input; without
+// feedback it is the first-run reply exactly.
+func TestBuiltinAnswersFeedback(t *testing.T) {
+	t.Parallel()
+	feedback := []string{"Cover offline support for field engineers"}
+	for _, role := range feature.Roles() {
+		for _, subject := range []string{"Let users export their reports as CSV files.", "An invoice approval service for small teams."} {
+			t.Run(role, func(t *testing.T) {
+				t.Parallel()
+				first, ok := feature.Builtin(role, subject, nil)
+				if !ok {
+					t.Fatalf("no built-in reply for %s", role)
+				}
+				if plain, _ := feature.BuiltinReply(role, subject); plain != first {
+					t.Errorf("Builtin without feedback differs from BuiltinReply:\n%s\n---\n%s", first, plain)
+				}
+				revised, _ := feature.Builtin(role, subject, feedback)
+				if revised == first {
+					t.Fatalf("%s: the reply did not change with feedback:\n%s", role, revised)
+				}
+				want := feedback[0]
+				if role == "slogan.writer" {
+					want = "Engineers"
+				}
+				if !strings.Contains(revised, want) {
+					t.Errorf("%s: the revision does not show the feedback %q:\n%s", role, want, revised)
+				}
+				if again, _ := feature.Builtin(role, subject, feedback); again != revised {
+					t.Errorf("%s: not deterministic", role)
+				}
+				twice, _ := feature.Builtin(role, subject, append(feedback, "Name the retention period"))
+				if twice == revised {
+					t.Errorf("%s: a second round of feedback changed nothing", role)
+				}
+				checkReply(t, role, revised)
+				checkReply(t, role, twice)
+			})
+		}
+	}
+}
+
+// checkReply: a YAML reply still parses (the end-to-end test below runs
+// the validators on them).
+func checkReply(t *testing.T, role, reply string) {
+	t.Helper()
+	if role == feature.RoleImplement || role == feature.RoleMerge {
+		return // Markdown
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal([]byte(reply), &doc); err != nil || len(doc) == 0 {
+		t.Errorf("%s: revision is not a YAML mapping (%v):\n%s", role, err, reply)
+	}
+}
+
+// TestRejectingChangesTheDocument: with the offline demo model, rejecting
+// the PRD, the plan and the merge summary with feedback brings a new
+// version that shows the feedback and passes the validators (the issue:
+// "the diff says +0 −0 No change").
+func TestRejectingChangesTheDocument(t *testing.T) {
+	t.Parallel()
+	b := setupLLM(t, scripted.New(feature.Builtin, nil))
+	in, _ := json.Marshal(feature.Input{Description: featuretest.DefaultDescription})
+	task, err := b.eng.Create(context.Background(), graph.NewTask{Workflow: feature.Name, Title: "t", Input: in,
+		Options: json.RawMessage(`{"gates": {}}`)})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	for _, tc := range []struct{ node, file, feedback string }{
+		{feature.NodeRequirements, feature.SpecFile, "Add a requirement for exports over 10,000 rows"},
+		{feature.NodePlan, feature.PlanFile, "Split the UI task into the page and its tests"},
+		{feature.NodeMerge, feature.MergeFile, "Say how to roll back the migration step by step"},
+	} {
+		out, err := b.eng.Run(context.Background(), task.ID, 0)
+		if err != nil || out.Interrupt == nil || out.Interrupt.Node != tc.node {
+			t.Fatalf("Run = %+v, %v; want waiting at %s", out, err, tc.node)
+		}
+		if _, err := b.eng.Decide(context.Background(), task.ID, graph.DecisionInput{InterruptID: out.Interrupt.ID,
+			Action: "reject", Feedback: tc.feedback, DecidedBy: "tester"}); err != nil {
+			t.Fatalf("reject: %v", err)
+		}
+		out, err = b.eng.Run(context.Background(), task.ID, 0)
+		if err != nil || out.Interrupt == nil || out.Interrupt.Node != tc.node || out.Interrupt.Iteration != 2 {
+			t.Fatalf("after reject: %+v, %v; want %s again, iteration 2", out, err, tc.node)
+		}
+		var versions []string
+		for _, a := range b.cp.Artifacts(task.ID) {
+			if a.Name == tc.file {
+				versions = append(versions, a.Content)
+			}
+		}
+		if len(versions) < 2 || versions[len(versions)-1] == versions[len(versions)-2] {
+			t.Fatalf("%s: %d versions, the last two equal: the rejection changed nothing", tc.file, len(versions))
+		}
+		if last := versions[len(versions)-1]; !strings.Contains(last, tc.feedback) {
+			t.Errorf("%s v%d does not show the feedback %q:\n%s", tc.file, len(versions), tc.feedback, last)
+		}
+		if _, err := b.eng.Decide(context.Background(), task.ID, graph.DecisionInput{InterruptID: out.Interrupt.ID,
+			Action: "approve", DecidedBy: "tester"}); err != nil {
+			t.Fatalf("approve: %v", err)
+		}
+	}
+	if out, err := b.eng.Run(context.Background(), task.ID, 0); err != nil || out.Status != graph.StatusSucceeded {
+		t.Fatalf("final Run = %+v, %v; want succeeded", out, err)
+	}
+}
