@@ -61,6 +61,8 @@ Commands:
                      delete the intermediate checkpoints of tasks that ended
                      more than DURATION (e.g. 720h) ago; keep the first, those
                      at interrupts and decisions, and the last
+  policy show        print the effective approval policy (GATEHOUSE_POLICY_FILE
+                     with the GATEHOUSE_APPROVALS / GATEHOUSE_SOD_KINDS shorthands)
   version            print the version
 
 Every command takes --help. Settings come from the environment:
@@ -95,6 +97,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		err = cmdTokens(ctx, args, getenv, stdout, stderr)
 	case "prune":
 		err = cmdPrune(ctx, args, getenv, stdout)
+	case "policy":
+		err = cmdPolicy(ctx, args, getenv, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "gatehouse", version)
 	case "help", "-h", "-help", "--help":

@@ -7,13 +7,13 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/config"
 )
 
-// newDecider builds the approval policy from the configuration
-// (GATEHOUSE_APPROVALS, GATEHOUSE_SOD_KINDS) and the Decider that enforces
-// it: serve (the API, the desk) and run (the terminal) decide through the
-// same policy.
+// newDecider takes the approval policy of the configuration
+// (GATEHOUSE_POLICY_FILE, GATEHOUSE_APPROVALS, GATEHOUSE_SOD_KINDS) and
+// builds the Decider that enforces it: serve (the API, the desk) and run
+// (the terminal) decide through the same policy.
 func newDecider(cfg config.Config, engine auth.DecisionEngine, store auth.DecisionStore, log *slog.Logger) *auth.Decider {
-	policy := auth.NewPolicy(cfg.Auth.Approvals, cfg.Auth.SoDKinds)
-	log.Info("approval policy", "policy", policy.String())
+	policy := cfg.Auth.Policy
+	log.Info("approval policy", "source", policy.Source(), "policy", policy.String())
 	return auth.NewDecider(engine, store, policy, log.With("component", "auth"))
 }
 

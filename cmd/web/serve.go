@@ -126,6 +126,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 
 	decider := newDecider(cfg, engine, store, log)
+	warnPolicyUsers(ctx, store, cfg.Auth.Policy, log)
 	// A decision taken here hands its task to a worker here, when one is
 	// free: leased in the decision's transaction, run without a claim.
 	var handoff func() (*graph.Lease, func(string))

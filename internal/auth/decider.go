@@ -88,8 +88,18 @@ func (d *Decider) MayDecide(p Principal, task *graph.Task, itr *graph.Interrupt)
 		return forbidden("deciding interrupts needs the approver role; %s is a %s", p.Name, orNone(string(p.Role)))
 	case !p.MayDecide(itr.Kind):
 		return forbidden("%s may decide only %s interrupts, not %s", p.Name, strings.Join(p.Kinds, ", "), itr.Kind)
+	case !d.policy.MayDecideAt(p, itr.Kind, itr.EscalationLevel):
+		return forbidden("%s may not decide %s interrupts%s: the policy lets %s decide them", p.Name, itr.Kind,
+			levelNote(itr.EscalationLevel), d.policy.Deciders(itr.Kind, itr.EscalationLevel).Describe())
 	}
 	return nil
+}
+
+func levelNote(level int) string {
+	if level == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" at escalation level %d", level)
 }
 
 // MayApprove says whether p may approve (or edit) itr of task: nil or a

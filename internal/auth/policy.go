@@ -5,32 +5,106 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 )
 
-// Policy is the approval policy per interrupt kind: how many distinct
-// approvers a kind needs, and for which kinds the task's creator may not
-// approve (separation of duties).
+// Policy is the approval policy per interrupt kind (SPEC §11): how many
+// distinct approvers a kind needs, whether the task's creator may not
+// approve (separation of duties), who may decide it, its deadline and what
+// happens then, the reminders before it and the escalation ladder. It comes
+// from GATEHOUSE_POLICY_FILE and the shorthands GATEHOUSE_APPROVALS and
+// GATEHOUSE_SOD_KINDS. Every channel that decides (the API, the desk, the
+// terminal, email links, chat) asks this one object through the Decider;
+// notifications ask it who to tell (Recipients, EscalationRecipients).
+//
+// A Policy is immutable once built and safe for concurrent use.
 type Policy struct {
-	approvals map[string]int
-	sod       map[string]bool
+	kinds  map[string]KindPolicy
+	groups map[string][]string
+	// source names where the policy came from ("GATEHOUSE_POLICY_FILE=…"),
+	// for policy show and the admin page.
+	source string
+}
+
+// KnownKinds are the interrupt kinds of SPEC §7 that the workflows raise;
+// a policy file naming another kind is refused.
+var KnownKinds = []string{"merge", "plan", "prd", "question", "review", "sdd"}
+
+// On-timeout actions of SPEC §11.
+const (
+	OnTimeoutNone    = "none"    // the interrupt stays pending, marked overdue
+	OnTimeoutFail    = "fail"    // the interrupt expires and the task fails
+	OnTimeoutApprove = "approve" // the interrupt expires and system approves
+	OnTimeoutCancel  = "cancel"  // the interrupt expires and the task is cancelled
+)
+
+// SystemActor is the principal name of what the clock does: expiries,
+// approvals on timeout, reminders, escalations.
+const SystemActor = "system"
+
+// Decider reference types.
+const (
+	RefRole  = "role"
+	RefGroup = "group"
+	RefUser  = "user"
+)
+
+// DeciderRef is one entry of a kind's deciders: role:approver, group:leads
+// or user:carol.
+type DeciderRef struct {
+	Type string // RefRole, RefGroup or RefUser
+	Name string
+}
+
+func (r DeciderRef) String() string { return r.Type + ":" + r.Name }
+
+// Step is one rung of an escalation ladder: After the interrupt was raised,
+// To join its deciders.
+type Step struct {
+	After time.Duration
+	To    []DeciderRef
+}
+
+// KindPolicy is the policy of one interrupt kind.
+type KindPolicy struct {
+	Kind string
+	// Approvals is the number of distinct approvers needed (at least 1).
+	Approvals int
+	// SeparationOfDuties: the task's creator may not approve.
+	SeparationOfDuties bool
+	// Deciders narrows who of the approvers may decide; empty: every
+	// approver allowed the kind.
+	Deciders []DeciderRef
+	// Deadline counts from the raise; 0: none (a task may still set one).
+	Deadline time.Duration
+	// OnTimeout is one of the OnTimeout constants (default none).
+	OnTimeout string
+	// Reminders are offsets before the deadline, longest first.
+	Reminders []time.Duration
+	// Escalate is the ladder, by increasing After.
+	Escalate []Step
 }
 
 // DefaultSoDKinds are the kinds whose creator may not approve, unless
-// GATEHOUSE_SOD_KINDS says otherwise.
+// GATEHOUSE_SOD_KINDS or the policy file says otherwise.
 var DefaultSoDKinds = []string{"merge"}
 
-// NewPolicy builds a policy: approvals maps a kind to its number of
-// distinct approvers (absent or < 2: one), sodKinds lists the kinds whose
-// task creator may not approve.
+// NewPolicy builds a policy from the shorthands only: approvals maps a kind
+// to its number of distinct approvers (absent or < 2: one), sodKinds lists
+// the kinds whose task creator may not approve.
 func NewPolicy(approvals map[string]int, sodKinds []string) Policy {
-	p := Policy{approvals: map[string]int{}, sod: map[string]bool{}}
+	p := Policy{kinds: map[string]KindPolicy{}, groups: map[string][]string{}, source: "environment"}
 	for k, n := range approvals {
 		if n > 1 {
-			p.approvals[k] = n
+			kp := p.Kind(k)
+			kp.Approvals = n
+			p.kinds[k] = kp
 		}
 	}
 	for _, k := range sodKinds {
-		p.sod[k] = true
+		kp := p.Kind(k)
+		kp.SeparationOfDuties = true
+		p.kinds[k] = kp
 	}
 	return p
 }
@@ -38,27 +112,251 @@ func NewPolicy(approvals map[string]int, sodKinds []string) Policy {
 // DefaultPolicy is one approver for every kind, and no self-approved merge.
 func DefaultPolicy() Policy { return NewPolicy(nil, DefaultSoDKinds) }
 
-// Required is the number of distinct approvers kind needs (at least 1).
-func (p Policy) Required(kind string) int {
-	if n := p.approvals[kind]; n > 1 {
-		return n
+// Kind returns the policy of kind, with defaults for a kind nothing names:
+// one approver, no separation of duties, every approver decides, no
+// deadline.
+func (p Policy) Kind(kind string) KindPolicy {
+	if kp, ok := p.kinds[kind]; ok {
+		return kp
 	}
-	return 1
+	return KindPolicy{Kind: kind, Approvals: 1, OnTimeout: OnTimeoutNone}
 }
+
+// Kinds lists the kinds the policy says something about, by name.
+func (p Policy) Kinds() []KindPolicy {
+	out := make([]KindPolicy, 0, len(p.kinds))
+	for _, k := range slices.Sorted(maps.Keys(p.kinds)) {
+		out = append(out, p.kinds[k])
+	}
+	return out
+}
+
+// Groups returns the groups of the policy file: name → members.
+func (p Policy) Groups() map[string][]string {
+	out := make(map[string][]string, len(p.groups))
+	for k, v := range p.groups {
+		out[k] = slices.Clone(v)
+	}
+	return out
+}
+
+// Source says where the policy came from.
+func (p Policy) Source() string { return p.source }
+
+// Required is the number of distinct approvers kind needs (at least 1).
+func (p Policy) Required(kind string) int { return max(p.Kind(kind).Approvals, 1) }
 
 // SeparateDuties reports whether the creator of a task may not approve its
 // interrupts of kind.
-func (p Policy) SeparateDuties(kind string) bool { return p.sod[kind] }
+func (p Policy) SeparateDuties(kind string) bool { return p.Kind(kind).SeparationOfDuties }
 
-// String describes the policy for logs: "approvals merge=2; creator may not approve: merge".
-func (p Policy) String() string {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(p.approvals)) {
-		parts = append(parts, fmt.Sprintf("%s=%d", k, p.approvals[k]))
+// Deadline is how long an interrupt of kind may wait: override when a task
+// sets one (> 0), else the policy's; 0 means none.
+func (p Policy) Deadline(kind string, override time.Duration) time.Duration {
+	if override > 0 {
+		return override
 	}
-	sod := slices.Sorted(maps.Keys(p.sod))
-	return fmt.Sprintf("approvals %s; creator may not approve: %s", orNone(strings.Join(parts, ",")),
+	return p.Kind(kind).Deadline
+}
+
+// Audience is who may decide an interrupt of one kind at one escalation
+// level. Everyone means every approver allowed the kind (no deciders
+// narrow it); otherwise the principal must match one of Refs. Users lists
+// the user names the refs name, directly or through a group, so that
+// notifications can look them up.
+type Audience struct {
+	Everyone bool
+	Refs     []DeciderRef
+	groups   map[string][]string
+}
+
+// Admits reports whether pr, who holds the approver role and may decide
+// kind at all, is one of the audience.
+func (a Audience) Admits(pr Principal) bool {
+	if a.Everyone {
+		return true
+	}
+	for _, r := range a.Refs {
+		switch r.Type {
+		case RefRole:
+			if pr.Role.Allows(Role(r.Name)) {
+				return true
+			}
+		case RefGroup:
+			if slices.Contains(a.groups[r.Name], pr.Name) {
+				return true
+			}
+		case RefUser:
+			if pr.Name == r.Name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Users lists the user names the audience names (user: refs and group
+// members), sorted, without duplicates. Roles are not expanded: a
+// notifier looks up the users holding Roles itself.
+func (a Audience) Users() []string {
+	var out []string
+	for _, r := range a.Refs {
+		switch r.Type {
+		case RefUser:
+			out = append(out, r.Name)
+		case RefGroup:
+			out = append(out, a.groups[r.Name]...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Roles lists the roles the audience names (role: refs).
+func (a Audience) Roles() []Role {
+	var out []Role
+	for _, r := range a.Refs {
+		if r.Type == RefRole {
+			out = append(out, Role(r.Name))
+		}
+	}
+	return out
+}
+
+// Describe says who the audience is, for refusals and pages:
+// "role:approver, group:leads (alice, bob), user:carol".
+func (a Audience) Describe() string {
+	if a.Everyone {
+		return "every approver allowed the kind"
+	}
+	parts := make([]string, 0, len(a.Refs))
+	for _, r := range a.Refs {
+		s := r.String()
+		if r.Type == RefGroup {
+			s += " (" + strings.Join(a.groups[r.Name], ", ") + ")"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Deciders is who may decide an interrupt of kind at escalation level
+// (0: as raised; n: after n escalation steps, each adding its deciders).
+// With no deciders set for the kind, every approver allowed the kind
+// decides at every level.
+func (p Policy) Deciders(kind string, level int) Audience {
+	kp := p.Kind(kind)
+	if len(kp.Deciders) == 0 {
+		return Audience{Everyone: true, groups: p.groups}
+	}
+	refs := slices.Clone(kp.Deciders)
+	for i := 0; i < level && i < len(kp.Escalate); i++ {
+		for _, r := range kp.Escalate[i].To {
+			if !slices.Contains(refs, r) {
+				refs = append(refs, r)
+			}
+		}
+	}
+	return Audience{Refs: refs, groups: p.groups}
+}
+
+// Added is what escalation step level (from 1) of kind adds to its
+// deciders (nil for a level the ladder does not have).
+func (p Policy) Added(kind string, level int) []DeciderRef {
+	kp := p.Kind(kind)
+	if level < 1 || level > len(kp.Escalate) {
+		return nil
+	}
+	return slices.Clone(kp.Escalate[level-1].To)
+}
+
+// MayDecideAt reports whether pr may decide an interrupt of kind at
+// escalation level: the approver role (or admin), the kinds the principal
+// is limited to, and the policy's deciders at that level. Separation of
+// duties is not part of it (it bars approving, not deciding).
+func (p Policy) MayDecideAt(pr Principal, kind string, level int) bool {
+	return pr.MayDecide(kind) && p.Deciders(kind, level).Admits(pr)
+}
+
+// Recipients is who of candidates (every user, say) may decide an
+// interrupt of kind at level, minus the task's creator when separation of
+// duties bars them: the people to tell when it is raised or reminded of.
+func (p Policy) Recipients(kind string, level int, creator string, candidates []Principal) []Principal {
+	var out []Principal
+	sod := p.SeparateDuties(kind)
+	for _, c := range candidates {
+		if sod && c.Name == creator {
+			continue
+		}
+		if p.MayDecideAt(c, kind, level) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// EscalationRecipients is who of candidates escalation step level (from 1)
+// of kind lets decide and who could not before it: the people an
+// escalation tells.
+func (p Policy) EscalationRecipients(kind string, level int, creator string, candidates []Principal) []Principal {
+	var out []Principal
+	for _, c := range p.Recipients(kind, level, creator, candidates) {
+		if !p.MayDecideAt(c, kind, level-1) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// NamedUsers lists every user name the policy names (user: refs, group
+// members), sorted: serve warns about those that do not exist yet.
+func (p Policy) NamedUsers() []string {
+	var out []string
+	for _, members := range p.groups {
+		out = append(out, members...)
+	}
+	for _, kp := range p.kinds {
+		refs := slices.Clone(kp.Deciders)
+		for _, s := range kp.Escalate {
+			refs = append(refs, s.To...)
+		}
+		for _, r := range refs {
+			if r.Type == RefUser {
+				out = append(out, r.Name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// String describes the policy for logs: "approvals merge=2; creator may
+// not approve: merge; deadlines prd=4h(fail)".
+func (p Policy) String() string {
+	var appr, sod, dl, dec []string
+	for _, kp := range p.Kinds() {
+		if kp.Approvals > 1 {
+			appr = append(appr, fmt.Sprintf("%s=%d", kp.Kind, kp.Approvals))
+		}
+		if kp.SeparationOfDuties {
+			sod = append(sod, kp.Kind)
+		}
+		if kp.Deadline > 0 {
+			dl = append(dl, fmt.Sprintf("%s=%s(%s)", kp.Kind, ShortDuration(kp.Deadline), kp.OnTimeout))
+		}
+		if len(kp.Deciders) > 0 {
+			dec = append(dec, kp.Kind)
+		}
+	}
+	s := fmt.Sprintf("approvals %s; creator may not approve: %s", orNone(strings.Join(appr, ",")),
 		orNone(strings.Join(sod, ",")))
+	if len(dl) > 0 {
+		s += "; deadlines " + strings.Join(dl, ",")
+	}
+	if len(dec) > 0 {
+		s += "; deciders narrowed: " + strings.Join(dec, ",")
+	}
+	return s
 }
 
 func orNone(s string) string {
@@ -94,4 +392,70 @@ func ParseApprovals(s string) (map[string]int, error) {
 		out[k] = n
 	}
 	return out, nil
+}
+
+// YAML renders the effective policy in the file's own shape, every kind
+// the policy names with every setting spelled out (policy show, the admin
+// page). Reading it back as a policy file gives the same policy.
+func (p Policy) YAML() string {
+	var b strings.Builder
+	if len(p.groups) == 0 {
+		b.WriteString("groups: {}\n")
+	} else {
+		b.WriteString("groups:\n")
+		for _, g := range slices.Sorted(maps.Keys(p.groups)) {
+			fmt.Fprintf(&b, "  %s: [%s]\n", g, strings.Join(p.groups[g], ", "))
+		}
+	}
+	kinds := p.Kinds()
+	if len(kinds) == 0 {
+		b.WriteString("kinds: {}\n")
+		return b.String()
+	}
+	b.WriteString("kinds:\n")
+	refs := func(rs []DeciderRef) string {
+		s := make([]string, len(rs))
+		for i, r := range rs {
+			s[i] = r.String()
+		}
+		return "[" + strings.Join(s, ", ") + "]"
+	}
+	for _, kp := range kinds {
+		fmt.Fprintf(&b, "  %s:\n    approvals: %d\n    separation_of_duties: %t\n", kp.Kind, max(kp.Approvals, 1), kp.SeparationOfDuties)
+		if len(kp.Deciders) == 0 {
+			b.WriteString("    # deciders: every approver allowed the kind (the default)\n")
+		} else {
+			fmt.Fprintf(&b, "    deciders: %s\n", refs(kp.Deciders))
+		}
+		if kp.Deadline > 0 {
+			fmt.Fprintf(&b, "    deadline: %s\n", ShortDuration(kp.Deadline))
+		}
+		fmt.Fprintf(&b, "    on_timeout: %s\n", orNone(kp.OnTimeout))
+		if len(kp.Reminders) > 0 {
+			rs := make([]string, len(kp.Reminders))
+			for i, r := range kp.Reminders {
+				rs[i] = ShortDuration(r)
+			}
+			fmt.Fprintf(&b, "    reminders: [%s]\n", strings.Join(rs, ", "))
+		}
+		if len(kp.Escalate) > 0 {
+			b.WriteString("    escalate:\n")
+			for _, st := range kp.Escalate {
+				fmt.Fprintf(&b, "      - {after: %s, to: %s}\n", ShortDuration(st.After), refs(st.To))
+			}
+		}
+	}
+	return b.String()
+}
+
+// ShortDuration is a Go duration without its zero tails: 72h, 1h30m, 90s.
+func ShortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

@@ -41,6 +41,12 @@ type Auth struct {
 	// SoDKinds are the kinds whose task creator may not approve
 	// (GATEHOUSE_SOD_KINDS, default "merge"; "none" for no kind).
 	SoDKinds []string
+	// PolicyFile is GATEHOUSE_POLICY_FILE; Policy is the effective
+	// approval policy built from it and the two shorthands above (SPEC §11).
+	PolicyFile string
+	Policy     auth.Policy
+	// ClaimTTL is how long a claim on an interrupt lasts unless renewed.
+	ClaimTTL time.Duration
 	// SessionIdle and SessionMax end desk sessions: unused for so long, or
 	// so long after login.
 	SessionIdle time.Duration
@@ -83,6 +89,8 @@ var Vars = []Var{
 	{"GATEHOUSE_ADMIN_PASSWORD", "unset", "password of the admin user (unset: generated and logged once on first start)"},
 	{"GATEHOUSE_APPROVALS", "unset: 1 each", "distinct approvers an interrupt kind needs, e.g. merge=2,prd=2"},
 	{"GATEHOUSE_SOD_KINDS", "merge", "kinds whose task creator may not approve them (none: no kind)"},
+	{"GATEHOUSE_POLICY_FILE", "unset", "YAML approval policy: groups; per kind approvals, deciders, deadline, on_timeout, reminders, escalate (README)"},
+	{"GATEHOUSE_CLAIM_TTL", "30m", "how long a claim on an interrupt lasts; renewed while the holder's task page is open"},
 	{"GATEHOUSE_SESSION_IDLE", "12h", "a desk session unused this long ends"},
 	{"GATEHOUSE_SESSION_MAX", "168h", "a desk session ends this long after login, however busy"},
 	{"GATEHOUSE_TRUST_PROXY", "false", "trust X-Forwarded-Proto/-For from a reverse proxy (Secure cookies, client address)"},
@@ -190,6 +198,16 @@ func Load(getenv func(string) string) (Config, error) {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("GATEHOUSE_SOD_KINDS: %w", err))
 	}
+	policyFile := str("GATEHOUSE_POLICY_FILE", "")
+	var policy auth.Policy
+	if approvals != nil && sodKinds != nil {
+		policy, err = auth.LoadPolicy(auth.PolicySources{File: policyFile,
+			Approvals: approvals, ApprovalsSet: strings.TrimSpace(getenv("GATEHOUSE_APPROVALS")) != "",
+			SoDKinds: sodKinds, SoDKindsSet: strings.TrimSpace(getenv("GATEHOUSE_SOD_KINDS")) != ""})
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	c := Config{
 		DatabaseURL:    str("DATABASE_URL", ""),
 		Addr:           str("GATEHOUSE_ADDR", "127.0.0.1:8080"),
@@ -203,6 +221,9 @@ func Load(getenv func(string) string) (Config, error) {
 		Auth: Auth{
 			Approvals:   approvals,
 			SoDKinds:    sodKinds,
+			PolicyFile:  policyFile,
+			Policy:      policy,
+			ClaimTTL:    duration("GATEHOUSE_CLAIM_TTL", 30*time.Minute),
 			SessionIdle: duration("GATEHOUSE_SESSION_IDLE", auth.DefaultSessionIdle),
 			SessionMax:  duration("GATEHOUSE_SESSION_MAX", auth.DefaultSessionMax),
 			TrustProxy:  boolean("GATEHOUSE_TRUST_PROXY", false),

@@ -102,7 +102,7 @@ func (e *Engine) decide(ctx context.Context, taskID string, itr *Interrupt, in D
 	d := &Decision{InterruptID: itr.ID, TaskID: taskID, Action: in.Action, Feedback: in.Feedback,
 		Value: in.Value, DecidedBy: in.DecidedBy, Lease: in.Lease}
 	data := map[string]any{
-		"interrupt_id": itr.ID, "kind": itr.Kind, "action": in.Action, "feedback": in.Feedback, "decided_by": in.DecidedBy}
+		"interrupt_id": itr.ID, "kind": itr.Kind, "action": in.Action, "feedback": in.Feedback, "decided_by": in.DecidedBy, "actor": in.DecidedBy}
 	if len(in.Approvers) > 0 {
 		data["approvers"] = in.Approvers
 	}

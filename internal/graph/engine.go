@@ -133,7 +133,7 @@ func (e *Engine) Create(ctx context.Context, nt NewTask) (*Task, error) {
 	c := &Commit{TaskID: t.ID, Create: t, Status: StatusQueued, CurrentNode: entry, Reason: "start",
 		Checkpoint: &Checkpoint{TaskID: t.ID, NextNode: entry, State: state, Iterations: map[string]int{}, UpdatedAt: now},
 		Events: []Event{newEvent(t.ID, EventTaskCreated, "", 0, now, nil,
-			map[string]any{"workflow": t.Workflow, "title": t.Title, "created_by": t.CreatedBy})},
+			map[string]any{"workflow": t.Workflow, "title": t.Title, "created_by": t.CreatedBy, "actor": t.CreatedBy})},
 	}
 	if err := e.commit(ctx, c); err != nil {
 		return nil, err

@@ -70,6 +70,9 @@ const (
 	InterruptPending   = "pending"
 	InterruptResolved  = "resolved"
 	InterruptCancelled = "cancelled"
+	// InterruptExpired: its deadline passed and the policy acted on it
+	// (failed, approved or cancelled the task). Never a rejection.
+	InterruptExpired = "expired"
 )
 
 // Interrupt types, carried in the payload: a gate approves a node's output,
@@ -175,6 +178,17 @@ type Interrupt struct {
 	Status     string
 	CreatedAt  time.Time
 	ResolvedAt *time.Time
+
+	// The interrupt in time (SPEC §11), kept by the store; the engine
+	// neither reads nor writes them.
+	Deadline        *time.Time
+	Overdue         bool
+	EscalationLevel int
+	ClaimedBy       string
+	ClaimExpiresAt  *time.Time
+	// PayloadSHA256 is the SHA-256 of the payload's canonical JSON (RFC
+	// 8785), lowercase hex: what a reviewer saw.
+	PayloadSHA256 string
 }
 
 // Decision is a human's answer to an interrupt.

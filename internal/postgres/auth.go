@@ -386,7 +386,7 @@ func (s *Store) recordApproval(ctx context.Context, iid, tid uuid.UUID, approver
 	var seq int64
 	if n > 0 {
 		data, _ := json.Marshal(map[string]any{"interrupt_id": iid.String(), "kind": itr.Kind,
-			"approved_by": approver, "approvals": len(approvers), "required": required})
+			"approved_by": approver, "actor": approver, "approvals": len(approvers), "required": required})
 		seq, err = q.TaskAppendEvent(ctx, dbsqlc.TaskAppendEventParams{TaskID: tid, Type: graph.EventApprovalRecorded,
 			Node: itr.Node, Iteration: itr.Iteration, Data: data})
 		if err != nil {

@@ -119,7 +119,7 @@ func (s *Store) Cancel(ctx context.Context, taskID, actor string) error {
 	if !ok {
 		return graph.ErrTaskNotFound
 	}
-	data, _ := json.Marshal(map[string]string{"cancelled_by": actor})
+	data, _ := json.Marshal(map[string]string{"cancelled_by": actor, "actor": actor})
 	return s.transition(ctx, taskID, "cancel", func(q *dbsqlc.Queries) (int64, error) {
 		seq, err := q.TaskCancel(ctx, dbsqlc.TaskCancelParams{ID: id, Data: data})
 		if err != nil {
@@ -136,7 +136,7 @@ func (s *Store) Retry(ctx context.Context, taskID, actor string) error {
 	if !ok {
 		return graph.ErrTaskNotFound
 	}
-	data, _ := json.Marshal(map[string]string{"retried_by": actor})
+	data, _ := json.Marshal(map[string]string{"retried_by": actor, "actor": actor})
 	return s.transition(ctx, taskID, "retry", func(q *dbsqlc.Queries) (int64, error) {
 		return q.TaskRetry(ctx, dbsqlc.TaskRetryParams{ID: id, Data: data})
 	}, true)
