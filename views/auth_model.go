@@ -25,7 +25,7 @@ type UsersPage struct {
 	Message string
 	Error   string
 	// Kept input of a refused add.
-	NewName, NewRole, NewKinds string
+	NewName, NewRole, NewKinds, NewEmail string
 }
 
 // UserRow is one user.
@@ -36,6 +36,8 @@ type UserRow struct {
 	Disabled bool
 	Created  time.Time
 	Self     bool
+	// Email and SlackID say where notifications reach the user.
+	Email, SlackID string
 }
 
 // TokensPage lists the API tokens.

@@ -18,15 +18,20 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 )
 
-const usersSynopsis = `users add NAME --role ROLE [--kinds KINDS]   (the password is read from standard input)
+const usersSynopsis = `users add NAME --role ROLE [--kinds KINDS] [--email EMAIL]   (the password is read from standard input)
        gatehouse users list
        gatehouse users disable NAME | enable NAME
        gatehouse users passwd NAME                      (the password is read from standard input)
        gatehouse users role NAME --role ROLE [--kinds KINDS]
+       gatehouse users email NAME EMAIL                 ("" clears it)
+       gatehouse users slack NAME SLACK_ID              (e.g. U024BE7LH; "" clears it)
 
 Roles are cumulative: viewer reads; operator also starts, cancels and retries
 tasks; approver also decides interrupts; admin also manages users and tokens.
 --kinds limits an approver to interrupt kinds (e.g. merge,prd).
+A user with an email address is mailed the interrupts they may decide (with
+a one-click action link) and the end of the tasks they started, when serve
+has GATEHOUSE_SMTP_URL. A Slack id lets the user decide from Slack buttons.
 
 Flags:`
 
@@ -44,6 +49,7 @@ Flags:`
 type adminFlags struct {
 	role  string
 	kinds string
+	email string
 	pos   []string
 }
 
@@ -53,6 +59,7 @@ func parseAdminFlags(name, synopsis string, args []string, stdout io.Writer, wit
 	fs.StringVar(&f.role, "role", "", "`ROLE`: viewer, operator, approver or admin")
 	if withKinds {
 		fs.StringVar(&f.kinds, "kinds", "", "interrupt `KINDS` an approver may decide, comma-separated (default: all)")
+		fs.StringVar(&f.email, "email", "", "`EMAIL` address for notifications (users add)")
 	}
 	for {
 		if err := parseFlags(fs, args); err != nil {
@@ -120,7 +127,7 @@ func cmdUsers(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	if len(f.pos) == 0 {
-		return usageError{"users needs one of: add, list, disable, enable, passwd, role (try gatehouse users --help)"}
+		return usageError{"users needs one of: add, list, disable, enable, passwd, role, email, slack (try gatehouse users --help)"}
 	}
 	sub, rest := f.pos[0], f.pos[1:]
 	needName := func() (string, error) {
@@ -143,9 +150,12 @@ func cmdUsers(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		return role, kinds, nil
 	}
-	var name string
+	var name, value string
 	var role auth.Role
 	var kinds []string
+	if f.email != "" && sub != "add" {
+		return usageError{fmt.Sprintf("users %s takes no --email (users email NAME EMAIL sets it)", sub)}
+	}
 	switch sub {
 	case "list":
 		if len(rest) > 0 || f.role != "" || f.kinds != "" {
@@ -165,8 +175,26 @@ func cmdUsers(ctx context.Context, args []string, getenv func(string) string, st
 		if f.role != "" || f.kinds != "" {
 			return usageError{fmt.Sprintf("users %s takes no --role or --kinds", sub)}
 		}
+	case "email", "slack":
+		if len(rest) != 2 {
+			return usageError{fmt.Sprintf("users %s takes NAME and a value (\"\" clears it)", sub)}
+		}
+		if f.role != "" || f.kinds != "" {
+			return usageError{fmt.Sprintf("users %s takes no --role or --kinds", sub)}
+		}
+		name, value = rest[0], rest[1]
 	default:
-		return usageError{fmt.Sprintf("users %q: want add, list, disable, enable, passwd or role", sub)}
+		return usageError{fmt.Sprintf("users %q: want add, list, disable, enable, passwd, role, email or slack", sub)}
+	}
+	if sub == "add" {
+		if _, err := auth.NormalizeEmail(f.email); err != nil {
+			return usageError{"--email: " + err.Error()}
+		}
+	}
+	if sub == "email" {
+		if _, err := auth.NormalizeEmail(value); err != nil {
+			return adminError(err)
+		}
 	}
 	svc, closeDB, err := authService(ctx, getenv)
 	if err != nil {
@@ -180,7 +208,7 @@ func cmdUsers(ctx context.Context, args []string, getenv func(string) string, st
 		if err != nil {
 			return err
 		}
-		u, err := svc.AddUser(ctx, actor, name, pw, role, kinds)
+		u, err := svc.AddUserWithEmail(ctx, actor, name, pw, role, kinds, f.email)
 		if err != nil {
 			return adminError(err)
 		}
@@ -191,14 +219,14 @@ func cmdUsers(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tROLE\tKINDS\tSTATUS\tCREATED")
+		fmt.Fprintln(tw, "NAME\tROLE\tKINDS\tSTATUS\tEMAIL\tSLACK\tCREATED")
 		for _, u := range users {
 			status := "active"
 			if u.Disabled {
 				status = "disabled"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", u.Username, u.Role, orAll(u.Kinds), status,
-				u.CreatedAt.UTC().Format(time.RFC3339))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", u.Username, u.Role, orAll(u.Kinds), status,
+				orDash(u.Email), orDash(u.SlackID), u.CreatedAt.UTC().Format(time.RFC3339))
 		}
 		return tw.Flush()
 	case "disable":
@@ -220,6 +248,24 @@ func cmdUsers(ctx context.Context, args []string, getenv func(string) string, st
 			return adminError(err)
 		}
 		fmt.Fprintf(stdout, "password of %s changed; its sessions are ended\n", strings.ToLower(name))
+	case "email":
+		if err := svc.SetEmail(ctx, actor, name, value); err != nil {
+			return adminError(err)
+		}
+		if value == "" {
+			fmt.Fprintf(stdout, "user %s has no email address now\n", strings.ToLower(name))
+		} else {
+			fmt.Fprintf(stdout, "user %s's email is %s\n", strings.ToLower(name), strings.TrimSpace(value))
+		}
+	case "slack":
+		if err := svc.SetSlack(ctx, actor, name, value); err != nil {
+			return adminError(err)
+		}
+		if value == "" {
+			fmt.Fprintf(stdout, "user %s has no Slack id now\n", strings.ToLower(name))
+		} else {
+			fmt.Fprintf(stdout, "Slack user %s is %s\n", strings.TrimSpace(value), strings.ToLower(name))
+		}
 	case "role":
 		if err := svc.SetRole(ctx, actor, name, role, kinds); err != nil {
 			return adminError(err)
@@ -234,6 +280,13 @@ func describeRole(r auth.Role, kinds []string) string {
 		return fmt.Sprintf("%s of %s", r, strings.Join(kinds, ", "))
 	}
 	return string(r)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func orAll(kinds []string) string {

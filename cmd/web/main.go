@@ -51,9 +51,11 @@ Commands:
   run WORKFLOW --input FILE
                      start a task and follow it in the terminal, answering its
                      interrupts at a prompt (run --attach TASK_ID: an existing one)
-  users add NAME --role ROLE [--kinds KINDS]
+  users add NAME --role ROLE [--kinds KINDS] [--email EMAIL]
                      add a user; the password is read from standard input
   users list | disable NAME | enable NAME | passwd NAME | role NAME --role ROLE
+  users email NAME EMAIL | slack NAME SLACK_ID
+                     where a user is notified, and who they are on Slack
   tokens create NAME --role ROLE
                      make an API token (printed once)
   tokens list | revoke ID

@@ -4,16 +4,17 @@
 
 -- name: UserInsert :one
 WITH u AS (
-    INSERT INTO users (username, password_hash, role, kinds)
-    VALUES (sqlc.arg(username)::text, sqlc.arg(password_hash)::text, sqlc.arg(role)::text, sqlc.arg(kinds)::text[])
-    RETURNING id, username, password_hash, role, kinds, disabled, created_at, updated_at
+    INSERT INTO users (username, password_hash, role, kinds, email)
+    VALUES (sqlc.arg(username)::text, sqlc.arg(password_hash)::text, sqlc.arg(role)::text, sqlc.arg(kinds)::text[],
+            sqlc.arg(email)::text)
+    RETURNING id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id
 ), a AS (
     INSERT INTO audit_events (actor, kind, subject, data)
     SELECT sqlc.arg(actor)::text, 'user.created', u.username,
-           jsonb_build_object('role', u.role, 'kinds', to_jsonb(u.kinds))
+           jsonb_build_object('role', u.role, 'kinds', to_jsonb(u.kinds), 'email', u.email)
     FROM u
 )
-SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at FROM u;
+SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id FROM u;
 
 -- UserInsertIfMissing creates a user unless one of that name exists (the
 -- admin user at start-up, on any number of replicas at once): no row when

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/mail"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -22,6 +24,10 @@ type User struct {
 	Disabled     bool
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+	// Email is where notifications go ("": none); SlackID maps a Slack
+	// user to this user (SPEC §12).
+	Email   string
+	SlackID string
 }
 
 // Token is an API token as stored: never its secret.
@@ -123,6 +129,13 @@ type Store interface {
 	// SetUserPassword replaces the hash and revokes the user's sessions.
 	// Errors: ErrNotFound.
 	SetUserPassword(ctx context.Context, username, hash, actor string) error
+	// SetUserEmail and SetUserSlack set ("" clears) a user's email address
+	// and Slack user id. Errors: ErrNotFound, ErrExists (a Slack id that
+	// maps to another user).
+	SetUserEmail(ctx context.Context, username, email, actor string) error
+	SetUserSlack(ctx context.Context, username, slackID, actor string) error
+	// UserBySlack errors: ErrNotFound.
+	UserBySlack(ctx context.Context, slackID string) (*User, error)
 
 	CreateSession(ctx context.Context, s NewSession) (*Session, error)
 	// SessionByHash errors: ErrNotFound.
@@ -307,8 +320,16 @@ func (s *Service) RevokeToken(ctx context.Context, actor, id string) (*Token, er
 // AddUser creates a user with a password. kinds limits an approver; other
 // roles take none.
 func (s *Service) AddUser(ctx context.Context, actor, username, password string, role Role, kinds []string) (*User, error) {
+	return s.AddUserWithEmail(ctx, actor, username, password, role, kinds, "")
+}
+
+// AddUserWithEmail is AddUser with an email address ("" for none).
+func (s *Service) AddUserWithEmail(ctx context.Context, actor, username, password string, role Role, kinds []string, email string) (*User, error) {
 	name, err := NormalizeUsername(username)
 	if err != nil {
+		return nil, err
+	}
+	if email, err = NormalizeEmail(email); err != nil {
 		return nil, err
 	}
 	if err := checkRoleKinds(role, kinds); err != nil {
@@ -324,7 +345,52 @@ func (s *Service) AddUser(ctx context.Context, actor, username, password string,
 	if kinds == nil {
 		kinds = []string{}
 	}
-	return s.store.CreateUser(ctx, User{Username: name, PasswordHash: hash, Role: role, Kinds: kinds}, actor)
+	return s.store.CreateUser(ctx, User{Username: name, PasswordHash: hash, Role: role, Kinds: kinds, Email: email}, actor)
+}
+
+// NormalizeEmail checks an email address: a bare address (alice@example.com,
+// no display name), at most 254 characters; "" stays "" (no address).
+func NormalizeEmail(email string) (string, error) {
+	email = strings.TrimSpace(email)
+	if email == "" {
+		return "", nil
+	}
+	a, err := mail.ParseAddress(email)
+	if err != nil || a.Address != email || a.Name != "" || len(email) > 254 || !strings.Contains(email, "@") {
+		return "", &InvalidError{Field: "email", Message: fmt.Sprintf("%q is not an email address such as alice@example.com", email)}
+	}
+	return email, nil
+}
+
+// SetEmail sets ("" clears) a user's email address. Errors: ErrNotFound,
+// *InvalidError.
+func (s *Service) SetEmail(ctx context.Context, actor, username, email string) error {
+	email, err := NormalizeEmail(email)
+	if err != nil {
+		return err
+	}
+	return s.store.SetUserEmail(ctx, strings.ToLower(strings.TrimSpace(username)), email, actor)
+}
+
+// slackIDRe is the shape of a Slack user id (U024BE7LH, W012A3CDE).
+var slackIDRe = regexp.MustCompile(`^[UW][A-Z0-9]{2,20}$`)
+
+// CheckSlackID checks the shape of a Slack user id ("" passes: none).
+func CheckSlackID(id string) error {
+	if id = strings.TrimSpace(id); id != "" && !slackIDRe.MatchString(id) {
+		return &InvalidError{Field: "slack_id", Message: fmt.Sprintf("%q is not a Slack user id such as U024BE7LH", id)}
+	}
+	return nil
+}
+
+// SetSlack maps a Slack user id to a user ("" clears it). Errors:
+// ErrNotFound, ErrExists (another user has it), *InvalidError.
+func (s *Service) SetSlack(ctx context.Context, actor, username, slackID string) error {
+	slackID = strings.TrimSpace(slackID)
+	if err := CheckSlackID(slackID); err != nil {
+		return err
+	}
+	return s.store.SetUserSlack(ctx, strings.ToLower(strings.TrimSpace(username)), slackID, actor)
 }
 
 func checkRoleKinds(role Role, kinds []string) error {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/mail"
 	"net/url"
 	"strconv"
 	"strings"
@@ -29,8 +30,27 @@ type Config struct {
 	// ended longer ago than this, hourly (0: keeps everything).
 	HistoryRetention time.Duration
 
-	Auth Auth
-	LLM  LLM
+	Auth   Auth
+	LLM    LLM
+	Notify Notify
+}
+
+// Notify configures the notification channels (SPEC §12).
+type Notify struct {
+	// PublicURL is the base of every link in a notification, without a
+	// trailing slash ("": none).
+	PublicURL string
+	// SMTPURL is smtp://user:pass@host:port or smtps://…; "" sends no mail.
+	SMTPURL  string
+	SMTPFrom string
+	// WebhookBackoffScale multiplies the webhook retry schedule (tests use
+	// a small one).
+	WebhookBackoffScale float64
+	// WebhookAllowPrivate lets webhooks reach loopback, private and
+	// link-local addresses.
+	WebhookAllowPrivate bool
+	SlackWebhookURL     string
+	SlackSigningSecret  string
 }
 
 // Auth configures who may decide (issue 6).
@@ -95,6 +115,13 @@ var Vars = []Var{
 	{"GATEHOUSE_SESSION_MAX", "168h", "a desk session ends this long after login, however busy"},
 	{"GATEHOUSE_TRUST_PROXY", "false", "trust X-Forwarded-Proto/-For from a reverse proxy (Secure cookies, client address)"},
 	{"GATEHOUSE_HISTORY_RETENTION", "0: keep all", "serve prunes the checkpoint history of tasks ended longer ago than this, hourly (e.g. 720h)"},
+	{"GATEHOUSE_PUBLIC_URL", "unset", "base URL of the links in emails, Slack and webhooks, e.g. https://gatehouse.example.com (required with SMTP or Slack)"},
+	{"GATEHOUSE_SMTP_URL", "unset: no email", "smtp://user:pass@host:587 (STARTTLS when offered) or smtps://user:pass@host:465"},
+	{"GATEHOUSE_SMTP_FROM", "gatehouse@<PUBLIC_URL host>", "From address of the emails"},
+	{"GATEHOUSE_WEBHOOK_BACKOFF_SCALE", "1", "multiplies the webhook retry schedule (5s, 5m, 30m, 2h, 5h, 10h, 14h, 20h, 24h)"},
+	{"GATEHOUSE_WEBHOOK_ALLOW_PRIVATE", "false", "let webhooks reach loopback, private and link-local addresses"},
+	{"GATEHOUSE_SLACK_WEBHOOK_URL", "unset", "Slack incoming webhook that each raised interrupt is posted to"},
+	{"GATEHOUSE_SLACK_SIGNING_SECRET", "unset", "verifies Slack's button callbacks (POST /integrations/slack/actions); required with the webhook URL"},
 	{"GATEHOUSE_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"GATEHOUSE_LOG_FORMAT", "text", "text or json"},
 	{"LLM_PROVIDER", "scripted", "scripted (offline), ollama or openai"},
@@ -242,7 +269,17 @@ func Load(getenv func(string) string) (Config, error) {
 			OpenAITimeout:  seconds("OPENAI_REQUEST_TIMEOUT", 120*time.Second),
 		},
 		HistoryRetention: retention("GATEHOUSE_HISTORY_RETENTION"),
+		Notify: Notify{
+			PublicURL:           strings.TrimRight(str("GATEHOUSE_PUBLIC_URL", ""), "/"),
+			SMTPURL:             str("GATEHOUSE_SMTP_URL", ""),
+			SMTPFrom:            str("GATEHOUSE_SMTP_FROM", ""),
+			WebhookBackoffScale: float("GATEHOUSE_WEBHOOK_BACKOFF_SCALE", 1),
+			WebhookAllowPrivate: boolean("GATEHOUSE_WEBHOOK_ALLOW_PRIVATE", false),
+			SlackWebhookURL:     str("GATEHOUSE_SLACK_WEBHOOK_URL", ""),
+			SlackSigningSecret:  str("GATEHOUSE_SLACK_SIGNING_SECRET", ""),
+		},
 	}
+	errs = append(errs, c.Notify.validate()...)
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		errs = append(errs, fmt.Errorf("GATEHOUSE_ADDR=%q: want host:port", c.Addr))
 	}
@@ -287,4 +324,93 @@ func checkURL(name, v string) error {
 		return fmt.Errorf("%s=%q: want an http:// or https:// URL", name, v)
 	}
 	return nil
+}
+
+// validate checks the notification settings as a whole.
+func (n *Notify) validate() []error {
+	var errs []error
+	if n.PublicURL != "" {
+		errs = append(errs, checkURL("GATEHOUSE_PUBLIC_URL", n.PublicURL))
+		if u, err := url.Parse(n.PublicURL); err == nil && (u.RawQuery != "" || u.Fragment != "") {
+			errs = append(errs, fmt.Errorf("GATEHOUSE_PUBLIC_URL=%q: want a base URL without ? or #", n.PublicURL))
+		}
+	}
+	if n.SMTPURL != "" {
+		if _, err := ParseSMTPURL(n.SMTPURL); err != nil {
+			errs = append(errs, err)
+		}
+		if n.PublicURL == "" {
+			errs = append(errs, errors.New("GATEHOUSE_SMTP_URL is set but GATEHOUSE_PUBLIC_URL is not: emails need it for their links"))
+		}
+		if n.SMTPFrom == "" && n.PublicURL != "" {
+			if u, err := url.Parse(n.PublicURL); err == nil && u.Hostname() != "" {
+				n.SMTPFrom = "Gatehouse <gatehouse@" + u.Hostname() + ">"
+			}
+		}
+		if n.SMTPFrom != "" {
+			if _, err := mail.ParseAddress(n.SMTPFrom); err != nil {
+				errs = append(errs, fmt.Errorf("GATEHOUSE_SMTP_FROM=%q: want an address such as Gatehouse <gatehouse@example.com>", n.SMTPFrom))
+			}
+		}
+	}
+	if n.SlackWebhookURL != "" {
+		errs = append(errs, checkURL("GATEHOUSE_SLACK_WEBHOOK_URL", n.SlackWebhookURL))
+		if n.PublicURL == "" {
+			errs = append(errs, errors.New("GATEHOUSE_SLACK_WEBHOOK_URL is set but GATEHOUSE_PUBLIC_URL is not: Slack messages need it for their links"))
+		}
+		if n.SlackSigningSecret == "" {
+			errs = append(errs, errors.New("GATEHOUSE_SLACK_WEBHOOK_URL is set but GATEHOUSE_SLACK_SIGNING_SECRET is not: the Approve button's callbacks could not be verified"))
+		}
+	}
+	if n.WebhookBackoffScale <= 0 || n.WebhookBackoffScale > 1000 {
+		errs = append(errs, fmt.Errorf("GATEHOUSE_WEBHOOK_BACKOFF_SCALE=%v: want a number above 0 and at most 1000", n.WebhookBackoffScale))
+	}
+	return errs
+}
+
+// SMTP is a parsed GATEHOUSE_SMTP_URL.
+type SMTP struct {
+	Host     string
+	Port     int
+	Username string
+	Password string
+	// TLS: smtps (TLS from the first byte); otherwise STARTTLS when the
+	// server offers it.
+	TLS bool
+}
+
+// ParseSMTPURL reads smtp://user:pass@host:port or smtps://…; the port
+// defaults to 587 (smtp) or 465 (smtps).
+func ParseSMTPURL(raw string) (SMTP, error) {
+	bad := func(why string) (SMTP, error) {
+		return SMTP{}, fmt.Errorf("GATEHOUSE_SMTP_URL: %s (want smtp://user:pass@host:port or smtps://user:pass@host:port)", why)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return bad("not a URL")
+	}
+	var s SMTP
+	switch u.Scheme {
+	case "smtp":
+		s.Port = 587
+	case "smtps":
+		s.Port, s.TLS = 465, true
+	default:
+		return bad(fmt.Sprintf("scheme %q", u.Scheme))
+	}
+	if s.Host = u.Hostname(); s.Host == "" {
+		return bad("no host")
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return bad(fmt.Sprintf("port %q", p))
+		}
+		s.Port = n
+	}
+	if u.User != nil {
+		s.Username = u.User.Username()
+		s.Password, _ = u.User.Password()
+	}
+	return s, nil
 }

@@ -25,7 +25,8 @@ var (
 
 func userFromRow(r dbsqlc.User) auth.User {
 	return auth.User{ID: r.ID.String(), Username: r.Username, PasswordHash: r.PasswordHash, Role: auth.Role(r.Role),
-		Kinds: orNoKinds(r.Kinds), Disabled: r.Disabled, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+		Kinds: orNoKinds(r.Kinds), Disabled: r.Disabled, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		Email: r.Email, SlackID: r.SlackID}
 }
 
 func orNoKinds(k []string) []string {
@@ -43,7 +44,7 @@ func isUniqueViolation(err error) bool {
 // CreateUser implements auth.Store.
 func (s *Store) CreateUser(ctx context.Context, u auth.User, actor string) (*auth.User, error) {
 	r, err := s.q.UserInsert(ctx, dbsqlc.UserInsertParams{Username: u.Username, PasswordHash: u.PasswordHash,
-		Role: string(u.Role), Kinds: orNoKinds(u.Kinds), Actor: actor})
+		Role: string(u.Role), Kinds: orNoKinds(u.Kinds), Email: u.Email, Actor: actor})
 	if isUniqueViolation(err) {
 		return nil, fmt.Errorf("user %q: %w", u.Username, auth.ErrExists)
 	}
@@ -118,6 +119,34 @@ func (s *Store) SetUserRole(ctx context.Context, username string, role auth.Role
 func (s *Store) SetUserPassword(ctx context.Context, username, hash, actor string) error {
 	_, err := s.q.UserSetPassword(ctx, dbsqlc.UserSetPasswordParams{PasswordHash: hash, Username: username, Actor: actor})
 	return userChange(username, err)
+}
+
+// SetUserEmail implements auth.Store.
+func (s *Store) SetUserEmail(ctx context.Context, username, email, actor string) error {
+	_, err := s.q.UserSetEmail(ctx, dbsqlc.UserSetEmailParams{Email: email, Username: username, Actor: actor})
+	return userChange(username, err)
+}
+
+// SetUserSlack implements auth.Store.
+func (s *Store) SetUserSlack(ctx context.Context, username, slackID, actor string) error {
+	_, err := s.q.UserSetSlack(ctx, dbsqlc.UserSetSlackParams{SlackID: slackID, Username: username, Actor: actor})
+	if isUniqueViolation(err) {
+		return fmt.Errorf("slack id %s belongs to another user: %w", slackID, auth.ErrExists)
+	}
+	return userChange(username, err)
+}
+
+// UserBySlack implements auth.Store.
+func (s *Store) UserBySlack(ctx context.Context, slackID string) (*auth.User, error) {
+	r, err := s.q.UserGetBySlack(ctx, slackID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("slack user %q: %w", slackID, auth.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get slack user %q: %w", slackID, err)
+	}
+	u := userFromRow(r)
+	return &u, nil
 }
 
 // CreateSession implements auth.Store.

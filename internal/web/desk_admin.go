@@ -34,11 +34,13 @@ func adminMessage(err error) (string, bool) {
 	switch {
 	case errors.As(err, &inv):
 		label := map[string]string{"username": "User name", "name": "Name", "password": "Password", "role": "Role",
-			"kinds": "Interrupt kinds"}[inv.Field]
+			"kinds": "Interrupt kinds", "email": "Email", "slack_id": "Slack user id", "url": "URL", "events": "Events"}[inv.Field]
 		if label == "" {
 			label = inv.Field
 		}
 		return sentence(label + ": " + inv.Message), true
+	case errors.Is(err, auth.ErrExists) && strings.Contains(err.Error(), "slack id"):
+		return "That Slack user id belongs to another user.", true
 	case errors.Is(err, auth.ErrExists):
 		return "A user of that name exists already.", true
 	case errors.Is(err, auth.ErrNotFound):
@@ -68,7 +70,8 @@ func (d *desk) writeUsers(c echo.Context, status int, page views.UsersPage) erro
 	}
 	for _, u := range users {
 		page.Users = append(page.Users, views.UserRow{Name: u.Username, Role: string(u.Role), Kinds: strings.Join(u.Kinds, ","),
-			Disabled: u.Disabled, Created: u.CreatedAt, Self: me.Kind == auth.KindUser && me.Name == u.Username})
+			Disabled: u.Disabled, Created: u.CreatedAt, Self: me.Kind == auth.KindUser && me.Name == u.Username,
+			Email: u.Email, SlackID: u.SlackID})
 	}
 	return d.write(c, status, views.UsersView(page))
 }
@@ -76,10 +79,10 @@ func (d *desk) writeUsers(c echo.Context, status int, page views.UsersPage) erro
 // addUserForm: POST /admin/users — username, role, kinds, password.
 func (d *desk) addUserForm(c echo.Context) error {
 	ctx := c.Request().Context()
-	name, roleRaw, kindsRaw := c.FormValue("username"), c.FormValue("role"), c.FormValue("kinds")
+	name, roleRaw, kindsRaw, email := c.FormValue("username"), c.FormValue("role"), c.FormValue("kinds"), c.FormValue("email")
 	refuse := func(msg string) error {
 		return d.writeUsers(c, http.StatusUnprocessableEntity, views.UsersPage{Error: msg, NewName: name, NewRole: roleRaw,
-			NewKinds: kindsRaw})
+			NewKinds: kindsRaw, NewEmail: email})
 	}
 	role, err := auth.ParseRole(roleRaw)
 	if err != nil {
@@ -90,7 +93,7 @@ func (d *desk) addUserForm(c echo.Context) error {
 		msg, _ := adminMessage(err)
 		return refuse(msg)
 	}
-	u, err := d.s.auth.AddUser(ctx, principalOf(c).Name, name, c.FormValue("password"), role, kinds)
+	u, err := d.s.auth.AddUserWithEmail(ctx, principalOf(c).Name, name, c.FormValue("password"), role, kinds, email)
 	if msg, ok := adminMessage(err); ok {
 		return refuse(msg)
 	}
@@ -136,8 +139,20 @@ func (d *desk) userForm(c echo.Context) error {
 			err = d.s.auth.EnableUser(ctx, me.Name, name)
 			done = name + " is enabled."
 		}
+	case "contact":
+		// Both checked before either is written: a bad one changes nothing.
+		if _, err = auth.NormalizeEmail(c.FormValue("email")); err == nil {
+			err = auth.CheckSlackID(c.FormValue("slack_id"))
+		}
+		if err == nil {
+			err = d.s.auth.SetEmail(ctx, me.Name, name, c.FormValue("email"))
+		}
+		if err == nil {
+			err = d.s.auth.SetSlack(ctx, me.Name, name, c.FormValue("slack_id"))
+		}
+		done = "Saved where " + name + " is notified."
 	default:
-		return badRequest("op", "op must be role, disable or enable")
+		return badRequest("op", "op must be role, disable, enable or contact")
 	}
 	if msg, ok := adminMessage(err); ok {
 		return d.writeUsers(c, http.StatusUnprocessableEntity, views.UsersPage{Error: msg})

@@ -655,7 +655,7 @@ func (q *Queries) TokenTouch(ctx context.Context, id uuid.UUID) error {
 }
 
 const userGetByID = `-- name: UserGetByID :one
-SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at FROM users WHERE id = $1
+SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id FROM users WHERE id = $1
 `
 
 func (q *Queries) UserGetByID(ctx context.Context, id uuid.UUID) (User, error) {
@@ -670,12 +670,14 @@ func (q *Queries) UserGetByID(ctx context.Context, id uuid.UUID) (User, error) {
 		&i.Disabled,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Email,
+		&i.SlackID,
 	)
 	return i, err
 }
 
 const userGetByName = `-- name: UserGetByName :one
-SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at FROM users WHERE username = $1
+SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id FROM users WHERE username = $1
 `
 
 func (q *Queries) UserGetByName(ctx context.Context, username string) (User, error) {
@@ -690,6 +692,8 @@ func (q *Queries) UserGetByName(ctx context.Context, username string) (User, err
 		&i.Disabled,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Email,
+		&i.SlackID,
 	)
 	return i, err
 }
@@ -697,16 +701,17 @@ func (q *Queries) UserGetByName(ctx context.Context, username string) (User, err
 const userInsert = `-- name: UserInsert :one
 
 WITH u AS (
-    INSERT INTO users (username, password_hash, role, kinds)
-    VALUES ($1::text, $2::text, $3::text, $4::text[])
-    RETURNING id, username, password_hash, role, kinds, disabled, created_at, updated_at
+    INSERT INTO users (username, password_hash, role, kinds, email)
+    VALUES ($1::text, $2::text, $3::text, $4::text[],
+            $5::text)
+    RETURNING id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id
 ), a AS (
     INSERT INTO audit_events (actor, kind, subject, data)
-    SELECT $5::text, 'user.created', u.username,
-           jsonb_build_object('role', u.role, 'kinds', to_jsonb(u.kinds))
+    SELECT $6::text, 'user.created', u.username,
+           jsonb_build_object('role', u.role, 'kinds', to_jsonb(u.kinds), 'email', u.email)
     FROM u
 )
-SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at FROM u
+SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id FROM u
 `
 
 type UserInsertParams struct {
@@ -714,6 +719,7 @@ type UserInsertParams struct {
 	PasswordHash string
 	Role         string
 	Kinds        []string
+	Email        string
 	Actor        string
 }
 
@@ -726,6 +732,8 @@ type UserInsertRow struct {
 	Disabled     bool
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+	Email        string
+	SlackID      string
 }
 
 // Users, sessions, API tokens, approvals, login throttling and the audit
@@ -737,6 +745,7 @@ func (q *Queries) UserInsert(ctx context.Context, arg UserInsertParams) (UserIns
 		arg.PasswordHash,
 		arg.Role,
 		arg.Kinds,
+		arg.Email,
 		arg.Actor,
 	)
 	var i UserInsertRow
@@ -749,6 +758,8 @@ func (q *Queries) UserInsert(ctx context.Context, arg UserInsertParams) (UserIns
 		&i.Disabled,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Email,
+		&i.SlackID,
 	)
 	return i, err
 }
@@ -803,7 +814,7 @@ func (q *Queries) UserInsertIfMissing(ctx context.Context, arg UserInsertIfMissi
 }
 
 const userList = `-- name: UserList :many
-SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at FROM users ORDER BY username
+SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id FROM users ORDER BY username
 `
 
 func (q *Queries) UserList(ctx context.Context) ([]User, error) {
@@ -824,6 +835,8 @@ func (q *Queries) UserList(ctx context.Context) ([]User, error) {
 			&i.Disabled,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Email,
+			&i.SlackID,
 		); err != nil {
 			return nil, err
 		}

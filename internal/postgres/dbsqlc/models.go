@@ -11,6 +11,17 @@ import (
 	"github.com/google/uuid"
 )
 
+type ActionLink struct {
+	TokenHash   []byte
+	InterruptID uuid.UUID
+	TaskID      uuid.UUID
+	Recipient   string
+	OutboxID    *uuid.UUID
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+	UsedAt      *time.Time
+}
+
 type ApiToken struct {
 	ID         uuid.UUID
 	Name       string
@@ -93,6 +104,34 @@ type LoginAttempt struct {
 	At       time.Time
 }
 
+type Outbox struct {
+	ID          uuid.UUID
+	Event       string
+	TaskID      uuid.UUID
+	InterruptID *uuid.UUID
+	Seq         int64
+	Channel     string
+	EndpointID  *uuid.UUID
+	Recipient   string
+	State       string
+	Attempts    int32
+	NextAt      time.Time
+	Payload     json.RawMessage
+	LastError   string
+	CreatedAt   time.Time
+	DeliveredAt *time.Time
+}
+
+type OutboxAttempt struct {
+	OutboxID   uuid.UUID
+	Attempt    int32
+	At         time.Time
+	DurationMs int64
+	StatusCode int32
+	Ok         bool
+	Error      string
+}
+
 type Session struct {
 	ID         uuid.UUID
 	TokenHash  []byte
@@ -148,6 +187,19 @@ type User struct {
 	Disabled     bool
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+	Email        string
+	SlackID      string
+}
+
+type WebhookEndpoint struct {
+	ID             uuid.UUID
+	Url            string
+	Secret         string
+	Events         []string
+	CreatedBy      string
+	CreatedAt      time.Time
+	DisabledAt     *time.Time
+	DisabledReason string
 }
 
 type WorkflowCheckpoint struct {

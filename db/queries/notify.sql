@@ -1,0 +1,182 @@
+-- Notifications (SPEC §12, migration 00020): users' addresses, webhook
+-- endpoints, the outbox and its delivery log, action links.
+
+-- UserSetEmail sets (or, with '', clears) a user's email address. No row:
+-- no such user.
+-- name: UserSetEmail :one
+WITH u AS (
+    UPDATE users SET email = sqlc.arg(email)::text, updated_at = now()
+    WHERE username = sqlc.arg(username)::text
+    RETURNING id, username, email
+), a AS (
+    INSERT INTO audit_events (actor, kind, subject, data)
+    SELECT sqlc.arg(actor)::text, 'user.updated', u.username, jsonb_build_object('email', u.email)
+    FROM u
+)
+SELECT id FROM u;
+
+-- UserSetSlack maps a Slack user id to a user ('' clears it). No row: no
+-- such user.
+-- name: UserSetSlack :one
+WITH u AS (
+    UPDATE users SET slack_id = sqlc.arg(slack_id)::text, updated_at = now()
+    WHERE username = sqlc.arg(username)::text
+    RETURNING id, username, slack_id
+), a AS (
+    INSERT INTO audit_events (actor, kind, subject, data)
+    SELECT sqlc.arg(actor)::text, 'user.updated', u.username, jsonb_build_object('slack_id', u.slack_id)
+    FROM u
+)
+SELECT id FROM u;
+
+-- name: UserGetBySlack :one
+SELECT * FROM users WHERE slack_id = @slack_id AND slack_id <> '';
+
+-- name: WebhookInsert :one
+WITH w AS (
+    INSERT INTO webhook_endpoints (url, secret, events, created_by)
+    VALUES (@url::text, @secret::text, @events::text[], @actor::text)
+    RETURNING *
+), a AS (
+    INSERT INTO audit_events (actor, kind, subject, data)
+    SELECT @actor::text, 'webhook.created', w.id::text, jsonb_build_object('url', w.url, 'events', to_jsonb(w.events))
+    FROM w
+)
+SELECT * FROM w;
+
+-- name: WebhookList :many
+SELECT * FROM webhook_endpoints ORDER BY created_at, id;
+
+-- name: WebhookGet :one
+SELECT * FROM webhook_endpoints WHERE id = @id;
+
+-- WebhookDelete removes an endpoint and its deliveries. No row: none.
+-- name: WebhookDelete :one
+WITH w AS (
+    DELETE FROM webhook_endpoints WHERE id = @id::uuid RETURNING id, url
+), a AS (
+    INSERT INTO audit_events (actor, kind, subject, data)
+    SELECT @actor::text, 'webhook.removed', w.id::text, jsonb_build_object('url', w.url)
+    FROM w
+)
+SELECT id FROM w;
+
+-- WebhookDisable stops deliveries to an endpoint (it answered 410 Gone).
+-- name: WebhookDisable :exec
+UPDATE webhook_endpoints SET disabled_at = now(), disabled_reason = @reason::text
+WHERE id = @id::uuid AND disabled_at IS NULL;
+
+-- OutboxEnqueue writes the deliveries of one event, in the transaction
+-- that commits the event: a row per webhook endpoint that takes the type,
+-- one for Slack (raised interrupts, when configured), one per user with an
+-- email address who is to hear of it. Who that is comes from the caller's
+-- policy: for an interrupt, the users who may decide it (approvers allowed
+-- the kind, narrowed to decider_roles/decider_users unless any_decider,
+-- less the task's creator under separation of duties); for a task's end,
+-- its creator. seq is the task's last event (the one that caused this).
+-- name: OutboxEnqueue :one
+WITH t AS (
+    SELECT id, event_seq, created_by FROM tasks WHERE id = @task_id::uuid
+), w AS (
+    INSERT INTO outbox (event, task_id, interrupt_id, seq, channel, endpoint_id)
+    SELECT @event::text, t.id, sqlc.narg(interrupt_id)::uuid, t.event_seq, 'webhook', e.id
+    FROM t, webhook_endpoints e
+    WHERE e.disabled_at IS NULL AND (e.events = '{}' OR @event::text = ANY (e.events))
+    RETURNING 1
+), s AS (
+    INSERT INTO outbox (event, task_id, interrupt_id, seq, channel)
+    SELECT @event::text, t.id, sqlc.narg(interrupt_id)::uuid, t.event_seq, 'slack'
+    FROM t
+    WHERE @slack::bool
+    RETURNING 1
+), m AS (
+    INSERT INTO outbox (event, task_id, interrupt_id, seq, channel, recipient)
+    SELECT @event::text, t.id, sqlc.narg(interrupt_id)::uuid, t.event_seq, 'email', u.username
+    FROM t, users u
+    WHERE u.email <> '' AND NOT u.disabled
+      AND CASE WHEN @to_creator::bool THEN u.username = t.created_by
+               ELSE u.role IN ('approver', 'admin')
+                    AND (u.kinds = '{}' OR @kind::text = ANY (u.kinds))
+                    AND (@any_decider::bool OR u.role = ANY (@decider_roles::text[])
+                         OR u.username = ANY (@decider_users::text[]))
+                    AND NOT (@sod::bool AND u.username = t.created_by)
+                    AND u.username <> ALL (@exclude_users::text[]) END
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM w) + (SELECT count(*) FROM s) + (SELECT count(*) FROM m);
+
+-- OutboxClaim takes up to max due deliveries for a sender: their next_at
+-- moves past the longest delivery (lease_seconds), so a sender that dies
+-- leaves them due again. Destinations (an endpoint id, 'email', 'slack')
+-- in busy are skipped: their sender is saturated, and the others go on.
+-- name: OutboxClaim :many
+UPDATE outbox o
+SET attempts = o.attempts + 1,
+    next_at  = now() + sqlc.arg(lease_seconds)::float8 * interval '1 second'
+WHERE o.id IN (
+    SELECT c.id FROM outbox c
+    WHERE c.state = 'pending' AND c.next_at <= now()
+      AND COALESCE(c.endpoint_id::text, c.channel) <> ALL (sqlc.arg(busy)::text[])
+    ORDER BY c.next_at
+    LIMIT sqlc.arg(max_rows)::int
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING o.*;
+
+-- OutboxNextDue is when the earliest pending delivery is due.
+-- name: OutboxNextDue :one
+SELECT min(next_at)::timestamptz FROM outbox WHERE state = 'pending';
+
+-- OutboxDone records one attempt: its log row, and the row's new state.
+-- The attempt number fences it: a sender whose claim lapsed and was taken
+-- over by another writes nothing.
+-- name: OutboxDone :execrows
+WITH o AS (
+    UPDATE outbox
+    SET state        = @state::text,
+        next_at      = CASE WHEN @state::text = 'pending' THEN @next_at::timestamptz ELSE next_at END,
+        payload      = COALESCE(outbox.payload, sqlc.narg(payload)::jsonb),
+        last_error   = @error::text,
+        delivered_at = CASE WHEN @state::text = 'delivered' THEN now() END
+    WHERE id = @id::uuid AND attempts = @attempt::int
+    RETURNING id
+)
+INSERT INTO outbox_attempts (outbox_id, attempt, duration_ms, status_code, ok, error)
+SELECT o.id, @attempt::int, @duration_ms::bigint, @status_code::int, @ok::bool, @error::text
+FROM o;
+
+-- OutboxRedeliver makes a delivery due again now, keeping its id.
+-- name: OutboxRedeliver :one
+UPDATE outbox SET state = 'pending', next_at = now(), delivered_at = NULL
+WHERE id = @id::uuid
+RETURNING id;
+
+-- OutboxByEndpoint lists an endpoint's latest deliveries.
+-- name: OutboxByEndpoint :many
+SELECT * FROM outbox WHERE endpoint_id = @endpoint_id::uuid ORDER BY created_at DESC, id DESC LIMIT @max_rows::int;
+
+-- name: OutboxAttempts :many
+SELECT * FROM outbox_attempts WHERE outbox_id = ANY (@ids::uuid[]) ORDER BY outbox_id, attempt;
+
+-- name: OutboxGet :one
+SELECT * FROM outbox WHERE id = @id;
+
+-- name: ActionLinkInsert :exec
+INSERT INTO action_links (token_hash, interrupt_id, task_id, recipient, outbox_id, expires_at)
+VALUES (@token_hash, @interrupt_id, @task_id, @recipient, sqlc.narg(outbox_id)::uuid, @expires_at);
+
+-- name: ActionLinkGet :one
+SELECT * FROM action_links WHERE token_hash = @token_hash;
+
+-- ActionLinkSpend uses every link of the recipient for the interrupt: one
+-- decision per person and interrupt, whichever of their emails it came
+-- from. No row: already spent or ended.
+-- name: ActionLinkSpend :one
+WITH l AS (
+    SELECT k.interrupt_id, k.recipient FROM action_links k
+    WHERE k.token_hash = sqlc.arg(token_hash)::bytea AND k.used_at IS NULL AND k.expires_at > now()
+)
+UPDATE action_links a SET used_at = now()
+FROM l
+WHERE a.interrupt_id = l.interrupt_id AND a.recipient = l.recipient AND a.used_at IS NULL
+RETURNING a.token_hash;
