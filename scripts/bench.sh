@@ -72,6 +72,18 @@ END {
 	fig["BenchmarkDeskLiveFanout|p99_ms"] = "BENCH desk_live_p99_ms_1k_sockets"
 	fig["BenchmarkDeskLiveFanout|B/conn"] = "BENCH desk_live_bytes_per_idle_socket"
 	fig["BenchmarkDeskLiveFanout|B/conn_over_bare"] = "BENCH desk_live_bytes_per_idle_socket_over_bare"
+	fig["BenchmarkStateSize|wal_1k_B/step"] = "BENCH state_1k_wal_bytes_per_step"
+	fig["BenchmarkStateSize|wal_64k_B/step"] = "BENCH state_64k_wal_bytes_per_step"
+	fig["BenchmarkStateSize|wal_1m_B/step"] = "BENCH state_1m_wal_bytes_per_step"
+	fig["BenchmarkStateSize|us_1k/step"] = "BENCH state_1k_step"
+	fig["BenchmarkStateSize|us_64k/step"] = "BENCH state_64k_step"
+	fig["BenchmarkStateSize|us_1m/step"] = "BENCH state_1m_step"
+	unit["BenchmarkStateSize|wal_1k_B/step"] = "B/step"
+	unit["BenchmarkStateSize|wal_64k_B/step"] = "B/step"
+	unit["BenchmarkStateSize|wal_1m_B/step"] = "B/step"
+	unit["BenchmarkStateSize|us_1k/step"] = "us/step"
+	unit["BenchmarkStateSize|us_64k/step"] = "us/step"
+	unit["BenchmarkStateSize|us_1m/step"] = "us/step"
 	unit["BenchmarkPGStepVsFloor|floor_us/op"] = "us/op"
 	unit["BenchmarkThroughput16|floor_ops/s"] = "ops/s"
 	unit["BenchmarkApprovalRoundTrip/tasks=1|p50_ms"] = "ms"
@@ -90,6 +102,8 @@ END {
 		printf "RATIO pg_step_vs_floor: %.2f\n", median("BenchmarkPGStepVsFloor|ratio")
 	if ("BenchmarkThroughput16|ratio" in vals)
 		printf "RATIO throughput_16_vs_floor: %.2f\n", median("BenchmarkThroughput16|ratio")
+	if ("BenchmarkStateSize|ratio_1m_vs_1k" in vals)
+		printf "RATIO state_1m_vs_1k_step: %.2f\n", median("BenchmarkStateSize|ratio_1m_vs_1k")
 	if ("BenchmarkThroughput16|cpu_ratio" in vals)
 		printf "RATIO throughput_16_cpu_per_step_vs_floor_op: %.2f\n", median("BenchmarkThroughput16|cpu_ratio")
 }' "$out"

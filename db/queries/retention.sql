@@ -63,3 +63,17 @@ SELECT pg_try_advisory_lock(sqlc.arg(lock_key)::bigint) AS locked;
 
 -- name: HistoryPruneUnlock :one
 SELECT pg_advisory_unlock(sqlc.arg(lock_key)::bigint) AS unlocked;
+
+-- StateBlobsPrune deletes the blobs of large state fields (00050) of the
+-- given ended tasks that no checkpoint of theirs names any more, once
+-- HistoryPruneDelete took the rows that named them.
+-- name: StateBlobsPrune :execrows
+DELETE FROM state_blobs b
+USING tasks t
+WHERE t.id = ANY(sqlc.arg(task_ids)::uuid[])
+  AND t.status IN ('succeeded', 'failed', 'cancelled')
+  AND b.task_id = t.id
+  AND NOT EXISTS (SELECT 1 FROM workflow_checkpoints c, jsonb_each_text(c.state_refs) r
+                  WHERE c.task_id = t.id AND r.value = encode(b.hash, 'hex'))
+  AND NOT EXISTS (SELECT 1 FROM checkpoint_history h, jsonb_each_text(h.state_refs) r
+                  WHERE h.task_id = t.id AND r.value = encode(b.hash, 'hex'));

@@ -29,12 +29,14 @@ WITH t AS (
     RETURNING tasks.event_seq
 ), cp AS (
     INSERT INTO workflow_checkpoints AS w (task_id, state, last_node_id, updated_at, step, next_node_id, iterations,
-                                           answers, pending_interrupt_id)
+                                           answers, pending_interrupt_id, state_refs)
     SELECT @id::uuid, @state::jsonb, @last_node_id::text, @cp_updated_at::timestamptz, @step::int,
-           @next_node_id::text, @iterations::jsonb, @answers::jsonb, sqlc.narg(pending_interrupt_id)::uuid
+           @next_node_id::text, @iterations::jsonb, @answers::jsonb, sqlc.narg(pending_interrupt_id)::uuid,
+           @state_refs::jsonb
     WHERE @save_checkpoint::bool
     ON CONFLICT (task_id) DO UPDATE
         SET state                = EXCLUDED.state,
+            state_refs           = EXCLUDED.state_refs,
             last_node_id         = EXCLUDED.last_node_id,
             updated_at           = EXCLUDED.updated_at,
             step                 = EXCLUDED.step,
@@ -43,12 +45,12 @@ WITH t AS (
             answers              = EXCLUDED.answers,
             pending_interrupt_id = EXCLUDED.pending_interrupt_id
     RETURNING w.task_id, w.step, w.last_node_id, w.next_node_id, w.state, w.iterations, w.answers,
-              w.pending_interrupt_id, w.updated_at
+              w.pending_interrupt_id, w.updated_at, w.state_refs
 ), h AS (
     INSERT INTO checkpoint_history (task_id, step, reason, last_node_id, next_node_id, state, iterations, answers,
-                                    pending_interrupt_id, created_at)
+                                    pending_interrupt_id, created_at, state_refs)
     SELECT task_id, step, @reason::text, last_node_id, next_node_id, state, iterations, answers, pending_interrupt_id,
-           updated_at
+           updated_at, state_refs
     FROM cp
 )
 INSERT INTO task_events (task_id, seq, type, node, iteration, phase, duration_ms, data, created_at)
@@ -66,6 +68,15 @@ RETURNING seq;
 -- them after the commit they announce, in their own asynchronously committed
 -- transaction: a transaction that notifies holds a database-wide lock until
 -- its commit is flushed, which would serialise every commit of every worker.
+-- StateBlobsPut stores the blobs of a commit's changed large state fields
+-- (00050_state_blobs.sql). It runs in the commit's batch, which is one
+-- transaction: when the fenced update of the task fails, these go too.
+-- name: StateBlobsPut :exec
+INSERT INTO state_blobs (task_id, hash, value)
+SELECT @task_id::uuid, (@hashes::bytea[])[i], (@blob_values::text[])[i]
+FROM generate_subscripts(@hashes::bytea[], 1) AS i
+ON CONFLICT (task_id, hash) DO NOTHING;
+
 -- name: NotifyMany :exec
 SELECT pg_notify((sqlc.arg(channels)::text[])[i], (sqlc.arg(payloads)::text[])[i])
 FROM generate_subscripts(sqlc.arg(channels)::text[], 1) AS i;

@@ -192,8 +192,12 @@ func (s *Store) CurrentCheckpoint(ctx context.Context, taskID string) (*graph.Ch
 	if err != nil {
 		return nil, fmt.Errorf("current checkpoint of %s: %w", taskID, err)
 	}
+	state, err := joinState(r.State, r.StateRefs, r.BlobKeys, r.BlobValues)
+	if err != nil {
+		return nil, &graph.StateError{TaskID: taskID, Err: err}
+	}
 	return &graph.Checkpoint{TaskID: r.TaskID.String(), Step: int(r.Step), LastNode: r.LastNodeID, NextNode: r.NextNodeID,
-		State: r.State, UpdatedAt: r.UpdatedAt}, nil
+		State: state, UpdatedAt: r.UpdatedAt}, nil
 }
 
 // HistoryCheckpoint is one checkpoint of a task's history with its state.
@@ -216,6 +220,10 @@ func (s *Store) CheckpointAt(ctx context.Context, taskID string, step int) (*His
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %d of %s: %w", step, taskID, err)
 	}
+	state, err := joinState(r.State, r.StateRefs, r.BlobKeys, r.BlobValues)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %d of %s: %w", step, taskID, err)
+	}
 	return &HistoryCheckpoint{HistoryEntry: HistoryEntry{Step: int(r.Step), Reason: r.Reason, LastNode: r.LastNodeID,
-		NextNode: r.NextNodeID, CreatedAt: r.CreatedAt}, State: r.State}, nil
+		NextNode: r.NextNodeID, CreatedAt: r.CreatedAt}, State: state}, nil
 }

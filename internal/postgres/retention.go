@@ -169,6 +169,16 @@ func (s *Store) pruneHistory(ctx context.Context, q *dbsqlc.Queries, p HistoryPr
 				}
 			}
 			out.Tasks += int64(len(touched))
+			if len(touched) > 0 {
+				// The large fields only the deleted rows named go too.
+				tasks := make([]uuid.UUID, 0, len(touched))
+				for id := range touched {
+					tasks = append(tasks, id)
+				}
+				if _, err := q.StateBlobsPrune(ctx, tasks); err != nil {
+					return out, fmt.Errorf("prune history: delete state blobs: %w", err)
+				}
+			}
 		}
 		if len(batch) < p.BatchTasks {
 			return out, nil

@@ -28,6 +28,7 @@ type Store struct {
 	q        *dbsqlc.Queries
 	notifier *notifier
 	group    *committer
+	blobs    blobCache
 	// sinks hear of the events the store commits outside the engine.
 	sinks []graph.EventSink
 }
@@ -83,13 +84,20 @@ func (s *Store) Load(ctx context.Context, taskID string) (*graph.Snapshot, error
 	if err != nil {
 		return nil, fmt.Errorf("load task %s: %w", taskID, err)
 	}
+	state, err := joinState(row.State, row.StateRefs, row.BlobKeys, row.BlobValues)
+	if err != nil {
+		return nil, &graph.StateError{TaskID: taskID, Err: err}
+	}
+	if row.Status == string(graph.StatusRunning) {
+		s.cacheLoaded(taskID, row.LeaseFence, row.StateRefs, row.BlobKeys, row.BlobValues)
+	}
 	snap := &graph.Snapshot{
 		Task: graph.Task{ID: row.ID.String(), Workflow: row.Workflow, Title: row.Title, Input: row.Input,
 			Options: row.Options, Status: graph.TaskStatus(row.Status), CurrentNode: row.CurrentNode,
 			Result: row.Result, Error: row.Error, CreatedBy: row.CreatedBy, CreatedAt: row.CreatedAt,
 			UpdatedAt: row.UpdatedAt, CompletedAt: row.CompletedAt, Fence: row.LeaseFence},
 		Checkpoint: graph.Checkpoint{TaskID: row.ID.String(), Step: int(row.Step), LastNode: row.LastNodeID,
-			NextNode: row.NextNodeID, State: row.State, UpdatedAt: row.CheckpointUpdatedAt},
+			NextNode: row.NextNodeID, State: state, UpdatedAt: row.CheckpointUpdatedAt},
 	}
 	if err := json.Unmarshal(row.Iterations, &snap.Checkpoint.Iterations); err != nil {
 		return nil, &graph.StateError{TaskID: taskID, Err: fmt.Errorf("iterations: %w", err)}
@@ -150,11 +158,23 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 		}
 		p.Ats[i] = e.At
 	}
+	var blobs *dbsqlc.StateBlobsPutParams
+	var allBlobs []blob
 	if cp := c.Checkpoint; cp != nil {
 		p.SaveCheckpoint, p.Reason = true, c.Reason
-		p.State, p.LastNodeID, p.CpUpdatedAt = cp.State, cp.LastNode, cp.UpdatedAt
+		p.LastNodeID, p.CpUpdatedAt = cp.LastNode, cp.UpdatedAt
 		p.Step, p.NextNodeID = int32(cp.Step), cp.NextNode
+		var put []blob
 		var err error
+		if p.State, p.StateRefs, put, allBlobs, err = s.prepareState(c.TaskID, c.Fence, cp.State); err != nil {
+			return err
+		}
+		if len(put) > 0 {
+			blobs = &dbsqlc.StateBlobsPutParams{TaskID: id, Hashes: make([][]byte, len(put)), BlobValues: make([]string, len(put))}
+			for i, b := range put {
+				blobs.Hashes[i], blobs.BlobValues[i] = b.hash[:], string(b.val)
+			}
+		}
 		if p.Iterations, err = json.Marshal(orEmpty(cp.Iterations)); err != nil {
 			return err
 		}
@@ -204,6 +224,11 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 					CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt})
 			})
 		}
+		if blobs != nil {
+			// Before the fenced update, in the same transaction: a lost
+			// lease aborts it, blobs included.
+			dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.StateBlobsPut(ctx, *blobs) })
+		}
 		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.TaskCommit(ctx, p); return err }).
 			Query(func(rows pgx.Rows) error {
 				var err error
@@ -224,6 +249,14 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 	}}
 	if err := s.group.commit(ctx, u); err != nil {
 		return err
+	}
+	if c.Checkpoint != nil {
+		if c.Status == graph.StatusRunning {
+			s.blobs.put(c.TaskID, c.Fence, allBlobs)
+		} else {
+			// Waiting or ended: the next run holds another lease.
+			s.blobs.forget(c.TaskID)
+		}
 	}
 	for i := range c.Events {
 		if i < len(seqs) {

@@ -14,7 +14,13 @@ import (
 )
 
 const checkpointHistoryGet = `-- name: CheckpointHistoryGet :one
-SELECT task_id, step, reason, last_node_id, next_node_id, state, iterations, answers, pending_interrupt_id, created_at FROM checkpoint_history WHERE task_id = $1 AND step = $2
+SELECT c.task_id, c.step, c.reason, c.last_node_id, c.next_node_id, c.state, c.created_at,
+       c.state_refs, sb.keys AS blob_keys, sb.vals AS blob_values
+FROM checkpoint_history c
+LEFT JOIN LATERAL (SELECT array_agg(r.key ORDER BY r.key)::text[] AS keys, array_agg(b.value ORDER BY r.key)::text[] AS vals
+                   FROM jsonb_each_text(c.state_refs) r
+                   JOIN state_blobs b ON b.task_id = c.task_id AND b.hash = decode(r.value, 'hex')) sb ON true
+WHERE c.task_id = $1 AND c.step = $2
 `
 
 type CheckpointHistoryGetParams struct {
@@ -22,9 +28,22 @@ type CheckpointHistoryGetParams struct {
 	Step   int32
 }
 
-func (q *Queries) CheckpointHistoryGet(ctx context.Context, arg CheckpointHistoryGetParams) (CheckpointHistory, error) {
+type CheckpointHistoryGetRow struct {
+	TaskID     uuid.UUID
+	Step       int32
+	Reason     string
+	LastNodeID string
+	NextNodeID string
+	State      json.RawMessage
+	CreatedAt  time.Time
+	StateRefs  json.RawMessage
+	BlobKeys   []string
+	BlobValues []string
+}
+
+func (q *Queries) CheckpointHistoryGet(ctx context.Context, arg CheckpointHistoryGetParams) (CheckpointHistoryGetRow, error) {
 	row := q.db.QueryRow(ctx, checkpointHistoryGet, arg.TaskID, arg.Step)
-	var i CheckpointHistory
+	var i CheckpointHistoryGetRow
 	err := row.Scan(
 		&i.TaskID,
 		&i.Step,
@@ -32,10 +51,10 @@ func (q *Queries) CheckpointHistoryGet(ctx context.Context, arg CheckpointHistor
 		&i.LastNodeID,
 		&i.NextNodeID,
 		&i.State,
-		&i.Iterations,
-		&i.Answers,
-		&i.PendingInterruptID,
 		&i.CreatedAt,
+		&i.StateRefs,
+		&i.BlobKeys,
+		&i.BlobValues,
 	)
 	return i, err
 }
@@ -87,13 +106,16 @@ const taskSnapshot = `-- name: TaskSnapshot :one
 SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error,
        t.created_by, t.created_at, t.updated_at, t.completed_at, t.lease_fence,
        c.state, c.last_node_id, c.step, c.next_node_id, c.iterations, c.answers, c.pending_interrupt_id,
-       c.updated_at AS checkpoint_updated_at,
+       c.updated_at AS checkpoint_updated_at, c.state_refs, sb.keys AS blob_keys, sb.vals AS blob_values,
        i.task_id AS i_task_id, i.node AS i_node, i.kind AS i_kind, i.iteration AS i_iteration,
        i.payload AS i_payload, i.status AS i_status, i.created_at AS i_created_at, i.resolved_at AS i_resolved_at,
        d.id AS d_id, d.action AS d_action, d.feedback AS d_feedback, d.value AS d_value,
        d.decided_by AS d_decided_by, d.decided_at AS d_decided_at
 FROM tasks t
 JOIN workflow_checkpoints c ON c.task_id = t.id
+LEFT JOIN LATERAL (SELECT array_agg(r.key ORDER BY r.key)::text[] AS keys, array_agg(b.value ORDER BY r.key)::text[] AS vals
+                   FROM jsonb_each_text(c.state_refs) r
+                   JOIN state_blobs b ON b.task_id = c.task_id AND b.hash = decode(r.value, 'hex')) sb ON true
 LEFT JOIN interrupts i ON i.id = c.pending_interrupt_id
 LEFT JOIN decisions d ON d.interrupt_id = c.pending_interrupt_id
 WHERE t.id = $1
@@ -122,6 +144,9 @@ type TaskSnapshotRow struct {
 	Answers             json.RawMessage
 	PendingInterruptID  *uuid.UUID
 	CheckpointUpdatedAt time.Time
+	StateRefs           json.RawMessage
+	BlobKeys            []string
+	BlobValues          []string
 	ITaskID             *uuid.UUID
 	INode               *string
 	IKind               *string
@@ -139,8 +164,9 @@ type TaskSnapshotRow struct {
 }
 
 // TaskSnapshot is everything a run resumes from, in one round trip: the
-// task, its current checkpoint, and the interrupt the checkpoint waits on
-// with its decision, if any.
+// task, its current checkpoint with the blobs of its large fields
+// (blob_keys[i] is the field of blob_values[i]; 00050_state_blobs.sql), and
+// the interrupt the checkpoint waits on with its decision, if any.
 func (q *Queries) TaskSnapshot(ctx context.Context, id uuid.UUID) (TaskSnapshotRow, error) {
 	row := q.db.QueryRow(ctx, taskSnapshot, id)
 	var i TaskSnapshotRow
@@ -167,6 +193,9 @@ func (q *Queries) TaskSnapshot(ctx context.Context, id uuid.UUID) (TaskSnapshotR
 		&i.Answers,
 		&i.PendingInterruptID,
 		&i.CheckpointUpdatedAt,
+		&i.StateRefs,
+		&i.BlobKeys,
+		&i.BlobValues,
 		&i.ITaskID,
 		&i.INode,
 		&i.IKind,

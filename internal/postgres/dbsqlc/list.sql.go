@@ -14,9 +14,13 @@ import (
 )
 
 const checkpointCurrent = `-- name: CheckpointCurrent :one
-SELECT task_id, step, last_node_id, next_node_id, state, updated_at
-FROM workflow_checkpoints
-WHERE task_id = $1::uuid
+SELECT c.task_id, c.step, c.last_node_id, c.next_node_id, c.state, c.updated_at,
+       c.state_refs, sb.keys AS blob_keys, sb.vals AS blob_values
+FROM workflow_checkpoints c
+LEFT JOIN LATERAL (SELECT array_agg(r.key ORDER BY r.key)::text[] AS keys, array_agg(b.value ORDER BY r.key)::text[] AS vals
+                   FROM jsonb_each_text(c.state_refs) r
+                   JOIN state_blobs b ON b.task_id = c.task_id AND b.hash = decode(r.value, 'hex')) sb ON true
+WHERE c.task_id = $1::uuid
 `
 
 type CheckpointCurrentRow struct {
@@ -26,6 +30,9 @@ type CheckpointCurrentRow struct {
 	NextNodeID string
 	State      json.RawMessage
 	UpdatedAt  time.Time
+	StateRefs  json.RawMessage
+	BlobKeys   []string
+	BlobValues []string
 }
 
 func (q *Queries) CheckpointCurrent(ctx context.Context, taskID uuid.UUID) (CheckpointCurrentRow, error) {
@@ -38,6 +45,9 @@ func (q *Queries) CheckpointCurrent(ctx context.Context, taskID uuid.UUID) (Chec
 		&i.NextNodeID,
 		&i.State,
 		&i.UpdatedAt,
+		&i.StateRefs,
+		&i.BlobKeys,
+		&i.BlobValues,
 	)
 	return i, err
 }

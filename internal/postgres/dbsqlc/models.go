@@ -71,6 +71,7 @@ type CheckpointHistory struct {
 	Answers            json.RawMessage
 	PendingInterruptID *uuid.UUID
 	CreatedAt          time.Time
+	StateRefs          json.RawMessage
 }
 
 type Decision struct {
@@ -145,6 +146,13 @@ type Session struct {
 	RevokedAt  *time.Time
 }
 
+type StateBlob struct {
+	TaskID    uuid.UUID
+	Hash      []byte
+	Value     string
+	CreatedAt time.Time
+}
+
 type Task struct {
 	ID             uuid.UUID
 	Workflow       string
@@ -213,4 +221,5 @@ type WorkflowCheckpoint struct {
 	Iterations         json.RawMessage
 	Answers            json.RawMessage
 	PendingInterruptID *uuid.UUID
+	StateRefs          json.RawMessage
 }

@@ -178,3 +178,26 @@ func (q *Queries) HistoryPruneUnlock(ctx context.Context, lockKey int64) (bool, 
 	err := row.Scan(&unlocked)
 	return unlocked, err
 }
+
+const stateBlobsPrune = `-- name: StateBlobsPrune :execrows
+DELETE FROM state_blobs b
+USING tasks t
+WHERE t.id = ANY($1::uuid[])
+  AND t.status IN ('succeeded', 'failed', 'cancelled')
+  AND b.task_id = t.id
+  AND NOT EXISTS (SELECT 1 FROM workflow_checkpoints c, jsonb_each_text(c.state_refs) r
+                  WHERE c.task_id = t.id AND r.value = encode(b.hash, 'hex'))
+  AND NOT EXISTS (SELECT 1 FROM checkpoint_history h, jsonb_each_text(h.state_refs) r
+                  WHERE h.task_id = t.id AND r.value = encode(b.hash, 'hex'))
+`
+
+// StateBlobsPrune deletes the blobs of large state fields (00050) of the
+// given ended tasks that no checkpoint of theirs names any more, once
+// HistoryPruneDelete took the rows that named them.
+func (q *Queries) StateBlobsPrune(ctx context.Context, taskIds []uuid.UUID) (int64, error) {
+	result, err := q.db.Exec(ctx, stateBlobsPrune, taskIds)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}

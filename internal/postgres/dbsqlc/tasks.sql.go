@@ -32,12 +32,33 @@ type NotifyManyParams struct {
 	Payloads []string
 }
 
+func (q *Queries) NotifyMany(ctx context.Context, arg NotifyManyParams) error {
+	_, err := q.db.Exec(ctx, notifyMany, arg.Channels, arg.Payloads)
+	return err
+}
+
+const stateBlobsPut = `-- name: StateBlobsPut :exec
+INSERT INTO state_blobs (task_id, hash, value)
+SELECT $1::uuid, ($2::bytea[])[i], ($3::text[])[i]
+FROM generate_subscripts($2::bytea[], 1) AS i
+ON CONFLICT (task_id, hash) DO NOTHING
+`
+
+type StateBlobsPutParams struct {
+	TaskID     uuid.UUID
+	Hashes     [][]byte
+	BlobValues []string
+}
+
 // NotifyMany sends NOTIFYs: channels[i] gets payloads[i]. The store sends
 // them after the commit they announce, in their own asynchronously committed
 // transaction: a transaction that notifies holds a database-wide lock until
 // its commit is flushed, which would serialise every commit of every worker.
-func (q *Queries) NotifyMany(ctx context.Context, arg NotifyManyParams) error {
-	_, err := q.db.Exec(ctx, notifyMany, arg.Channels, arg.Payloads)
+// StateBlobsPut stores the blobs of a commit's changed large state fields
+// (00050_state_blobs.sql). It runs in the commit's batch, which is one
+// transaction: when the fenced update of the task fails, these go too.
+func (q *Queries) StateBlobsPut(ctx context.Context, arg StateBlobsPutParams) error {
+	_, err := q.db.Exec(ctx, stateBlobsPut, arg.TaskID, arg.Hashes, arg.BlobValues)
 	return err
 }
 
@@ -190,12 +211,14 @@ WITH t AS (
     RETURNING tasks.event_seq
 ), cp AS (
     INSERT INTO workflow_checkpoints AS w (task_id, state, last_node_id, updated_at, step, next_node_id, iterations,
-                                           answers, pending_interrupt_id)
+                                           answers, pending_interrupt_id, state_refs)
     SELECT $1::uuid, $14::jsonb, $15::text, $16::timestamptz, $17::int,
-           $18::text, $19::jsonb, $20::jsonb, $21::uuid
-    WHERE $22::bool
+           $18::text, $19::jsonb, $20::jsonb, $21::uuid,
+           $22::jsonb
+    WHERE $23::bool
     ON CONFLICT (task_id) DO UPDATE
         SET state                = EXCLUDED.state,
+            state_refs           = EXCLUDED.state_refs,
             last_node_id         = EXCLUDED.last_node_id,
             updated_at           = EXCLUDED.updated_at,
             step                 = EXCLUDED.step,
@@ -204,12 +227,12 @@ WITH t AS (
             answers              = EXCLUDED.answers,
             pending_interrupt_id = EXCLUDED.pending_interrupt_id
     RETURNING w.task_id, w.step, w.last_node_id, w.next_node_id, w.state, w.iterations, w.answers,
-              w.pending_interrupt_id, w.updated_at
+              w.pending_interrupt_id, w.updated_at, w.state_refs
 ), h AS (
     INSERT INTO checkpoint_history (task_id, step, reason, last_node_id, next_node_id, state, iterations, answers,
-                                    pending_interrupt_id, created_at)
-    SELECT task_id, step, $23::text, last_node_id, next_node_id, state, iterations, answers, pending_interrupt_id,
-           updated_at
+                                    pending_interrupt_id, created_at, state_refs)
+    SELECT task_id, step, $24::text, last_node_id, next_node_id, state, iterations, answers, pending_interrupt_id,
+           updated_at, state_refs
     FROM cp
 )
 INSERT INTO task_events (task_id, seq, type, node, iteration, phase, duration_ms, data, created_at)
@@ -246,6 +269,7 @@ type TaskCommitParams struct {
 	Iterations         json.RawMessage
 	Answers            json.RawMessage
 	PendingInterruptID *uuid.UUID
+	StateRefs          json.RawMessage
 	SaveCheckpoint     bool
 	Reason             string
 }
@@ -280,6 +304,7 @@ func (q *Queries) TaskCommit(ctx context.Context, arg TaskCommitParams) ([]int64
 		arg.Iterations,
 		arg.Answers,
 		arg.PendingInterruptID,
+		arg.StateRefs,
 		arg.SaveCheckpoint,
 		arg.Reason,
 	)

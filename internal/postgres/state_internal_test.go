@@ -1,0 +1,121 @@
+package postgres
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestSplitObject(t *testing.T) {
+	cases := []struct {
+		in   string
+		keys []string
+		vals []string
+		ok   bool
+	}{
+		{`{}`, nil, nil, true},
+		{` { } `, nil, nil, true},
+		{`{"a":1}`, []string{`"a"`}, []string{`1`}, true},
+		{`{"a": "x\"}y", "b" : [1,{"c":"]"}], "d":{"e":"\\"},"f":null}`,
+			[]string{`"a"`, `"b"`, `"d"`, `"f"`}, []string{`"x\"}y"`, `[1,{"c":"]"}]`, `{"e":"\\"}`, `null`}, true},
+		{`{"k\"ey":true,"z":-1.5e3}`, []string{`"k\"ey"`, `"z"`}, []string{`true`, `-1.5e3`}, true},
+		{`[1,2]`, nil, nil, false},
+		{`"s"`, nil, nil, false},
+		{`null`, nil, nil, false},
+		{`{"a":1`, nil, nil, false},
+		{`{"a":"unterminated}`, nil, nil, false},
+		{`{"a":{"b":1}`, nil, nil, false},
+		{`{"a":1} x`, nil, nil, false},
+		{`{"a" 1}`, nil, nil, false},
+		{`{a:1}`, nil, nil, false},
+	}
+	for _, c := range cases {
+		ms, ok := splitObject([]byte(c.in))
+		if ok != c.ok {
+			t.Errorf("%s: ok = %v, want %v", c.in, ok, c.ok)
+			continue
+		}
+		var keys, vals []string
+		for _, m := range ms {
+			keys, vals = append(keys, string(m.key)), append(vals, string(m.val))
+		}
+		if !reflect.DeepEqual(keys, c.keys) || !reflect.DeepEqual(vals, c.vals) {
+			t.Errorf("%s: %q %q, want %q %q", c.in, keys, vals, c.keys, c.vals)
+		}
+	}
+}
+
+// A state split for storage and joined again is the same JSON value, for
+// states with large fields anywhere among small ones.
+func TestSplitJoinState(t *testing.T) {
+	big := strings.Repeat(`ab"c\d}`, blobMin)
+	states := []map[string]any{
+		{},
+		{"a": 1},
+		{"doc": big},
+		{"a": 1, "doc": big, "z": []any{"x", big}, "m": map[string]any{"k": big}, "s": "small"},
+		{"k\"ey": big, "é": big + "2"},
+	}
+	for _, st := range states {
+		raw, err := json.Marshal(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inline, blobs := splitState(raw)
+		if len(inline) >= blobMin {
+			t.Errorf("inline part is %d bytes", len(inline))
+		}
+		refs, err := refsJSON(blobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys, vals []string
+		for _, b := range blobs {
+			keys, vals = append(keys, b.key), append(vals, string(b.val))
+		}
+		joined, err := joinState(inline, refs, keys, vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, want map[string]any
+		if err := json.Unmarshal(joined, &got); err != nil {
+			t.Fatalf("%s: %v", joined, err)
+		}
+		if err := json.Unmarshal(raw, &want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("joined state differs:\n got %.200s\nwant %.200s", joined, raw)
+		}
+	}
+	// a missing blob is an error naming the field
+	if _, err := joinState([]byte(`{"a":1}`), []byte(`{"doc":"00"}`), nil, nil); err == nil || !strings.Contains(err.Error(), "doc") {
+		t.Errorf("missing blob: %v", err)
+	}
+	// inline wins over a blob of the same field (rows written whole)
+	joined, err := joinState([]byte(`{"doc":"inline"}`), []byte(`{"doc":"00"}`), []string{"doc"}, []string{`"blob"`})
+	if err != nil || !bytes.Equal(joined, []byte(`{"doc":"inline"}`)) {
+		t.Errorf("inline and blob: %s %v", joined, err)
+	}
+}
+
+func TestBlobCacheIsPerFence(t *testing.T) {
+	var c blobCache
+	b := blob{key: "doc", val: []byte(`"x"`)}
+	c.put("t", 3, []blob{b})
+	if _, ok := c.known("t", 3, "doc", []byte(`"x"`)); !ok {
+		t.Error("same fence, same bytes: not known")
+	}
+	if _, ok := c.known("t", 3, "doc", []byte(`"y"`)); ok {
+		t.Error("other bytes known")
+	}
+	if _, ok := c.known("t", 4, "doc", []byte(`"x"`)); ok {
+		t.Error("other fence known")
+	}
+	c.forget("t")
+	if _, ok := c.known("t", 3, "doc", []byte(`"x"`)); ok {
+		t.Error("forgotten task known")
+	}
+}

@@ -1,0 +1,143 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+)
+
+// revisedGraph changes its large field on every third step and its small
+// one on every step.
+func revisedGraph(tb testing.TB) graph.Workflow {
+	g, err := graph.New[sizedState]("revised").
+		Node("work", func(_ context.Context, _ *graph.NodeRun, s sizedState) (sizedState, error) {
+			s.Count++
+			if s.Count%3 == 0 {
+				s.Doc += " revised"
+			}
+			return s, nil
+		}).
+		Route("work", func(s sizedState) string {
+			if s.Count >= 7 {
+				return graph.END
+			}
+			return "work"
+		}, "work", graph.END).
+		Init(func(in json.RawMessage, _ graph.Options) (sizedState, error) {
+			var s sizedState
+			err := json.Unmarshal(in, &s)
+			return s, err
+		}).
+		Compile()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return g
+}
+
+// A large field is stored once per distinct value, checkpoints name it,
+// and every reader (run, current checkpoint, history) gets the whole state.
+func TestStoreLargeStateFields(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	store := postgres.NewStore(pool)
+	e, err := graph.NewEngine(store, []graph.Workflow{revisedGraph(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	doc := prose(64 << 10)
+	in, _ := json.Marshal(sizedState{Doc: doc})
+	task, err := e.Create(ctx, graph.NewTask{Workflow: "revised", Input: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.Run(ctx, task.ID, 0); err != nil || out.Status != graph.StatusSucceeded {
+		t.Fatalf("%+v %v", out, err)
+	}
+	var blobs, small, named int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM state_blobs WHERE task_id = $1`, task.ID).Scan(&blobs); err != nil {
+		t.Fatal(err)
+	}
+	// the document as created, then revised at counts 3 and 6
+	if blobs != 3 {
+		t.Errorf("%d blobs, want 3", blobs)
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE length(state::text) < 100),
+		count(*) FILTER (WHERE state_refs ? 'doc') FROM checkpoint_history WHERE task_id = $1`, task.ID).Scan(&small, &named); err != nil {
+		t.Fatal(err)
+	}
+	hist, err := store.History(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if small != len(hist) || named != len(hist) {
+		t.Errorf("of %d history rows, %d have a small state and %d name the document", len(hist), small, named)
+	}
+	for _, h := range hist {
+		cp, err := store.CheckpointAt(ctx, task.ID, h.Step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s sizedState
+		if err := json.Unmarshal(cp.State, &s); err != nil {
+			t.Fatal(err)
+		}
+		want := doc + strings.Repeat(" revised", s.Count/3)
+		if s.Doc != want {
+			t.Errorf("step %d (count %d): document of %d bytes, want %d", h.Step, s.Count, len(s.Doc), len(want))
+		}
+	}
+	cur, err := store.CurrentCheckpoint(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s sizedState
+	if err := json.Unmarshal(cur.State, &s); err != nil || s.Count != 7 || s.Doc != doc+" revised revised" {
+		t.Errorf("current: count %d, document of %d bytes (%v)", s.Count, len(s.Doc), err)
+	}
+
+	// The prune of the history takes the blobs that only pruned rows
+	// named (the first revision: steps 3–5) and keeps those of the first
+	// and last checkpoints.
+	if _, err := pool.Exec(ctx, `UPDATE tasks SET completed_at = completed_at - interval '40 days' WHERE id = $1`, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	pruned, err := store.PruneHistory(ctx, postgres.HistoryPrune{Before: time.Now().Add(-30 * 24 * time.Hour)})
+	if err != nil || pruned.Rows == 0 {
+		t.Fatalf("prune: %+v %v", pruned, err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM state_blobs WHERE task_id = $1`, task.ID).Scan(&blobs); err != nil {
+		t.Fatal(err)
+	}
+	if blobs != 2 {
+		t.Errorf("after the prune: %d blobs, want 2", blobs)
+	}
+	if hist, err = store.History(ctx, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hist {
+		if _, err := store.CheckpointAt(ctx, task.ID, h.Step); err != nil {
+			t.Errorf("after the prune, step %d: %v", h.Step, err)
+		}
+	}
+
+	// A blob that went missing is a clear error, never a state without
+	// the field.
+	if _, err := pool.Exec(ctx, `DELETE FROM state_blobs WHERE task_id = $1`, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	var se *graph.StateError
+	if _, err := store.Load(ctx, task.ID); !errors.As(err, &se) || !strings.Contains(err.Error(), "doc") {
+		t.Errorf("load without blobs: %v", err)
+	}
+	if _, err := store.CurrentCheckpoint(ctx, task.ID); err == nil || !strings.Contains(err.Error(), "doc") {
+		t.Errorf("current checkpoint without blobs: %v", err)
+	}
+}
