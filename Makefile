@@ -7,14 +7,14 @@ GO ?= go
 
 .PHONY: run test generate bench lint build pg-start pg-stop pg-url
 
-## run: serve the app against DATABASE_URL, or the private cluster when unset
-run:
+## run: build bin/gatehouse and serve it against DATABASE_URL, or the private cluster when unset
+run: build
 	@if [ -z "$${DATABASE_URL:-}" ]; then \
 		bash scripts/pg.sh start; \
 		DATABASE_URL="$$(bash scripts/pg.sh url)"; \
 		export DATABASE_URL; \
 	fi; \
-	exec $(GO) run ./cmd/web serve
+	exec bin/gatehouse serve
 
 ## test: all tests with the race detector (starts the private cluster on demand)
 test:

@@ -150,3 +150,26 @@
     if (meta && e.detail && e.detail.headers) e.detail.headers["X-CSRF-Token"] = meta.content;
   });
 })();
+
+// Forms and buttons marked data-confirm ask before they submit (revoke a
+// token, disable a user); buttons marked data-copy copy the text of the
+// element they name.
+(function () {
+  "use strict";
+  document.addEventListener("submit", function (e) {
+    var form = e.target, btn = e.submitter;
+    var msg = (btn && btn.dataset && btn.dataset.confirm) || (form.dataset && form.dataset.confirm);
+    if (msg && !window.confirm(msg)) e.preventDefault();
+  }, true);
+  document.addEventListener("click", function (e) {
+    var btn = e.target.closest && e.target.closest("[data-copy]");
+    if (!btn) return;
+    var src = document.getElementById(btn.dataset.copy);
+    if (!src || !navigator.clipboard) return;
+    navigator.clipboard.writeText(src.textContent.trim()).then(function () {
+      var was = btn.textContent;
+      btn.textContent = "Copied";
+      setTimeout(function () { btn.textContent = was; }, 1500);
+    });
+  });
+})();

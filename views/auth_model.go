@@ -12,6 +12,8 @@ type LoginPage struct {
 	Next     string
 	Username string
 	Error    string
+	// Message is a notice: signed out, password changed.
+	Message string
 }
 
 // --- administration ---
@@ -48,6 +50,15 @@ type TokensPage struct {
 	// Secret is a token just created: shown this once.
 	Secret, SecretName string
 	Message, Error     string
+	// BaseURL is where this server is reached, for the example curl.
+	BaseURL string
+}
+
+// AccountPage is the signed-in user's own page: change the password.
+type AccountPage struct {
+	Page
+	Error   string
+	Message string
 }
 
 // TokenRow is one API token.

@@ -172,3 +172,5 @@ func avValue(follows bool) string {
 	}
 	return ""
 }
+
+func joinComma(list []string) string { return strings.Join(list, ", ") }

@@ -140,6 +140,9 @@ type InboxItem struct {
 	Iteration   int
 	Created     time.Time
 	Waiting     string // how long, e.g. "3 min"
+	// NotBy names who may not approve it (its task's creator, under
+	// separation of duties): "needs another approver" in the inbox.
+	NotBy string
 }
 
 // --- new task ---
@@ -218,6 +221,22 @@ type TaskPage struct {
 	Interrupt InterruptView
 	Decisions []DecisionRow
 	LiveBase  string
+	// NoDecisions is what the decisions list says while empty: "No
+	// decisions yet", or that the finished task had no gate at all.
+	NoDecisions string
+	// Deliverable is what a succeeded task produced for people (merge.md,
+	// sdd.md, the slogan, …), shown first; nil otherwise.
+	Deliverable *Deliverable
+	// DemoModel: the replies come from the offline scripted model.
+	DemoModel bool
+}
+
+// Deliverable is a finished task's main document, rendered.
+type Deliverable struct {
+	Name, ContentType string
+	Version           int
+	Rendered          SafeHTML
+	URL               string // the document in the artifact viewer
 }
 
 // TaskHead is the task's identity and status.
@@ -430,6 +449,13 @@ type PendingForm struct {
 	// than everything (or nothing: then no form is shown).
 	Approvals string
 	Notice    string
+	// MayApprove names who may approve when the viewer may not (the
+	// creator under separation of duties): "ann (approver)". NoApprover
+	// says nobody else may; UsersLink offers an admin the Users page to
+	// add one.
+	MayApprove []string
+	NoApprover bool
+	UsersLink  bool
 	// CSRF is the session's token for the forms ("" in the copy shared
 	// by live pages: their script adds their own).
 	CSRF string
@@ -478,3 +504,8 @@ type ErrorPage struct {
 	Heading string
 	Message string
 }
+
+// IsQuestion reports whether the interrupt asks something rather than
+// gates a document: it is answered, never rejected, so it shows one form
+// (the answer), with "accept the proposal" once the asker offers one.
+func (p PendingForm) IsQuestion() bool { return p.CanRespond && !p.CanReject && p.ArtifactName == "" }

@@ -163,7 +163,7 @@ func TestRunSeparationOfDuties(t *testing.T) {
 		"plan> a\n",
 		"── merge · Approve the merge (merge.md) · merge, iteration 1",
 		"merge> a\n" +
-			"refused: separation of duties: cli:ann started this task and may not approve its own merge; another approver must\n" +
+			"refused: Separation of duties: cli:ann started this task and may not approve its own merge; another approver must approve it.\n" +
 			"  to go on, another approver approves it: in the browser (/tasks/" + id + "),\n" +
 			"  or with gatehouse run --attach " + id + " --as NAME;\n" +
 			"  or allow it with GATEHOUSE_SOD_KINDS=none. Here: r(eject) FEEDBACK, or q(uit) to leave it waiting.\n" +
@@ -261,7 +261,7 @@ func TestRunSeveralApprovals(t *testing.T) {
 	// prompt stays (q leaves).
 	code, out, _ := b.runEnv(extra, "a\nq\n", "--attach", id)
 	if code != exitDetached || !strings.Contains(out, "prd> a\n"+
-		"refused: cli:ann has already approved this prd (1 of 2 approvals); a different approver must give the next\n") ||
+		"refused: cli:ann has already approved this prd (1 of 2 approvals); a different approver must give the next approval.\n") ||
 		!strings.Contains(out, "prd> q\n") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}

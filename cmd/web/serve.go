@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
@@ -63,9 +66,9 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	if generated != "" {
 		// Shown this once: only its hash is stored.
-		log.Warn("created the admin user with a generated password, shown this once; log in and change it "+
-			"(gatehouse users passwd admin), or set GATEHOUSE_ADMIN_PASSWORD", "username", auth.AdminUser,
-			"password", generated)
+		log.Warn("created the admin user with a generated password, shown this once; sign in at the url below "+
+			"and change it (click admin at the top right), or run: "+passwdCommand(cfg.DatabaseURL)+
+			"; or set GATEHOUSE_ADMIN_PASSWORD", "username", auth.AdminUser, "password", generated)
 	}
 	pruneCtx, stopPrune := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopPrune()
@@ -136,7 +139,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	srv := web.New(web.Deps{Engine: engine, Store: store, Hub: hub, Wake: run.Wake, Handoff: handoff, Auth: authSvc, Decider: decider,
 		TrustProxy: cfg.Auth.TrustProxy,
 		Ready:      func(ctx context.Context) error { return postgres.Ready(ctx, pool) }, Logger: log.With("component", "http"),
-		Version: version, Metrics: met.Handler()})
+		Version: version, Metrics: met.Handler(), LLMProvider: provider.Name()})
 	met.WatchWebsockets(srv.OpenWebsockets)
 	addr, err := srv.Start(cfg.Addr)
 	if err != nil {
@@ -248,4 +251,26 @@ func interruptKinds(workflows []graph.Workflow) []string {
 		}
 	}
 	return kinds
+}
+
+// passwdCommand is the command that changes the admin's password, spelt
+// so it works when pasted into a shell where this process was started:
+// this binary's own path (bin/gatehouse under make run; go run's
+// temporary binary is no use after it exits), and DATABASE_URL given
+// inline when it carries no password (the private cluster of make run,
+// whose URL the shell does not have); otherwise the reader's own.
+func passwdCommand(databaseURL string) string {
+	bin := os.Args[0]
+	switch {
+	case bin == "":
+		bin = "gatehouse"
+	case strings.Contains(bin, "go-build"):
+		bin = "go run ./cmd/web"
+	}
+	if u, err := url.Parse(databaseURL); err == nil && databaseURL != "" {
+		if _, hasPassword := u.User.Password(); !hasPassword {
+			return "DATABASE_URL='" + databaseURL + "' " + bin + " users passwd admin"
+		}
+	}
+	return bin + " users passwd admin (with DATABASE_URL set)"
 }

@@ -3,7 +3,7 @@
 -- with its task title and workflow. It walks interrupts_pending_idx. A
 -- missing cursor reads from the start (minus infinity, the zero uuid).
 -- name: DeskInboxPage :many
-SELECT sqlc.embed(i), t.title AS task_title, t.workflow AS task_workflow
+SELECT sqlc.embed(i), t.title AS task_title, t.workflow AS task_workflow, t.created_by AS task_created_by
 FROM interrupts i
 JOIN tasks t ON t.id = i.task_id
 WHERE i.status = 'pending'

@@ -109,11 +109,11 @@ func (d *Decider) MayApprove(p Principal, task *graph.Task, itr *graph.Interrupt
 		return err
 	}
 	if d.policy.SeparateDuties(itr.Kind) && task.CreatedBy == p.Name {
-		return forbidden("separation of duties: %s started this task and may not approve its own %s; another approver must",
+		return forbidden("Separation of duties: %s started this task and may not approve its own %s; another approver must approve it.",
 			p.Name, itr.Kind)
 	}
 	if n := d.policy.Required(itr.Kind); n > 1 && slices.Contains(approvers, p.Name) {
-		return forbidden("%s has already approved this %s (%s); a different approver must give the next",
+		return forbidden("%s has already approved this %s (%s); a different approver must give the next approval.",
 			p.Name, itr.Kind, Progress(len(approvers), n))
 	}
 	return nil
@@ -224,7 +224,7 @@ func (d *Decider) decide(ctx context.Context, p Principal, taskID string, s *Sub
 		out.Approvers = approvers
 		if !added && len(approvers) < out.Required {
 			return out, d.refuse(ctx, p, taskID, in, itr.Kind, forbidden(
-				"%s has already approved this %s (%s); a different approver must give the next",
+				"%s has already approved this %s (%s); a different approver must give the next approval.",
 				p.Name, itr.Kind, out.Progress()))
 		}
 		if len(approvers) < out.Required {

@@ -200,11 +200,11 @@ func TestSeparationOfDuties(t *testing.T) {
 	for _, action := range []string{graph.ActionApprove, graph.ActionEdit} {
 		_, err := e.decider.Decide(ctx, alice, task.ID, graph.DecisionInput{InterruptID: itr.ID, Action: action,
 			Value: json.RawMessage(`"changed"`)})
-		wantForbidden(t, err, "separation of duties: alice started this task and may not approve its own merge")
+		wantForbidden(t, err, "Separation of duties: alice started this task and may not approve its own merge")
 	}
 	// Admins too: the rule is about the person, not the role.
 	_, err := e.decider.Decide(ctx, user("alice", auth.RoleAdmin), task.ID, approve(itr.ID))
-	wantForbidden(t, err, "separation of duties")
+	wantForbidden(t, err, "Separation of duties")
 	if ts, is := e.status(t, task.ID, itr.ID); ts != graph.StatusWaiting || is != graph.InterruptPending {
 		t.Fatalf("a refused approval changed the task: %s %s", ts, is)
 	}
@@ -234,7 +234,7 @@ func TestSeparationOfDuties(t *testing.T) {
 		t.Fatalf("bob approving: %+v %v", out, err)
 	}
 	ev, _ := e.svc.AuditTrail(ctx, auth.AuditFilter{Actor: "alice", Kind: "decision.refused"})
-	if len(ev) != 3 || !strings.Contains(string(ev[0].Data), "separation of duties") {
+	if len(ev) != 3 || !strings.Contains(string(ev[0].Data), "Separation of duties") {
 		t.Fatalf("refusals in the audit trail: %+v", ev)
 	}
 
@@ -278,7 +278,7 @@ func TestTwoApprovers(t *testing.T) {
 	wantForbidden(t, err, "ann has already approved this merge (1 of 2 approvals)")
 	// The creator cannot be the second approver.
 	_, err = e.decider.Decide(ctx, user("carol", auth.RoleApprover), task.ID, approve(itr.ID))
-	wantForbidden(t, err, "separation of duties")
+	wantForbidden(t, err, "Separation of duties")
 	// An edit would approve alone.
 	_, err = e.decider.Decide(ctx, bob, task.ID, graph.DecisionInput{InterruptID: itr.ID, Action: graph.ActionEdit,
 		Value: json.RawMessage(`"x"`)})
@@ -474,7 +474,7 @@ func TestDecideOn(t *testing.T) {
 	cs.tasks.Store(0)
 	cs.interrupts.Store(0)
 	_, err = decider.DecideOn(ctx, carol, subject(mt.ID, merge.ID), approve(merge.ID))
-	wantForbidden(t, err, "separation of duties: carol started this task")
+	wantForbidden(t, err, "Separation of duties: carol started this task")
 	out, err = decider.DecideOn(ctx, ann, subject(mt.ID, merge.ID), approve(merge.ID))
 	if err != nil || !out.Pending() || out.Progress() != "1 of 2 approvals" {
 		t.Fatalf("first approval: %+v %v", out, err)

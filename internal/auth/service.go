@@ -445,6 +445,22 @@ func (s *Service) SetPassword(ctx context.Context, actor, username, password str
 	return s.store.SetUserPassword(ctx, strings.ToLower(strings.TrimSpace(username)), hash, actor)
 }
 
+// ChangePassword is a user changing their own password: current must be
+// their password now. Their sessions end (this one too). Errors:
+// ErrBadCredentials for a wrong current password, *InvalidError for a
+// new password that is too weak, ErrNotFound.
+func (s *Service) ChangePassword(ctx context.Context, username, current, next string) error {
+	name := strings.ToLower(strings.TrimSpace(username))
+	u, err := s.store.UserByName(ctx, name)
+	if err != nil {
+		return err
+	}
+	if u.Disabled || !VerifyPassword(u.PasswordHash, current) {
+		return ErrBadCredentials
+	}
+	return s.SetPassword(ctx, name, name, next)
+}
+
 // AdminUser is the name of the administrator created at start-up.
 const AdminUser = "admin"
 

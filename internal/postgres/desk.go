@@ -62,7 +62,7 @@ func (s *Store) InboxPage(ctx context.Context, f InboxFilter) ([]InboxEntry, *In
 			return nil, nil, fmt.Errorf("inbox: %w", err)
 		}
 		out = append(out, InboxEntry{Interrupt: *itr,
-			Task: TaskRef{ID: itr.TaskID, Title: r.TaskTitle, Workflow: r.TaskWorkflow}})
+			Task: TaskRef{ID: itr.TaskID, Title: r.TaskTitle, Workflow: r.TaskWorkflow, CreatedBy: r.TaskCreatedBy}})
 	}
 	return out, next, nil
 }

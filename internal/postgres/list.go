@@ -139,6 +139,8 @@ type TaskRef struct {
 	ID       string
 	Title    string
 	Workflow string
+	// CreatedBy is who started the task (filled by InboxPage).
+	CreatedBy string
 }
 
 // InboxEntry is an interrupt with the task it belongs to.

@@ -151,7 +151,11 @@ func TestRoleEndpointMatrix(t *testing.T) {
 		case "POST /admin/users/:name":
 			return form(url.Values{"op": {"role"}, "role": {"operator"}}, http.StatusSeeOther)
 		case "POST /admin/tokens":
-			return form(url.Values{"name": {uniq("tok")}, "role": {"viewer"}}, http.StatusCreated)
+			return form(url.Values{"name": {uniq("tok")}, "role": {"viewer"}}, http.StatusSeeOther)
+		case "POST /account/password":
+			// A wrong current password: refused, nothing changed.
+			return form(url.Values{"current": {"not it"}, "password": {"a new password"}, "repeat": {"a new password"}},
+				http.StatusUnprocessableEntity)
 		case "POST /admin/tokens/:id/revoke":
 			_, tok, err := e.auth.CreateToken(ctx, "test", uniq("revokee"), auth.RoleViewer)
 			if err != nil {
@@ -459,7 +463,7 @@ func TestSeparationOfDutiesHTTP(t *testing.T) {
 		t.Fatalf("creator approving own merge: %d %s", r.status, r.body)
 	}
 	if e := r.apiErr(t); e.Code != CodeForbidden ||
-		!strings.Contains(e.Message, "separation of duties: token:alice started this task and may not approve its own merge") {
+		!strings.Contains(e.Message, "Separation of duties: token:alice started this task and may not approve its own merge") {
 		t.Fatalf("refusal: %+v", e)
 	}
 	if after := b.fingerprint(t); after != before {
@@ -504,7 +508,7 @@ func TestSeparationOfDutiesDesk(t *testing.T) {
 	before := e.fingerprint(t)
 	status, _, body := e.postAs(t, &carol, "/tasks/"+task.ID+"/decide", url.Values{"interrupt_id": {merge.ID}, "action": {"approve"}},
 		postOpts{hx: true})
-	if status != http.StatusForbidden || !strings.Contains(body, "separation of duties: carol started this task") {
+	if status != http.StatusForbidden || !strings.Contains(body, "Separation of duties: carol started this task") {
 		t.Fatalf("forged approval by the creator: %d %s", status, body)
 	}
 	if after := e.fingerprint(t); after != before {
@@ -865,9 +869,10 @@ func TestAuditTrail(t *testing.T) {
 		"password": {password("vic")}}, postOpts{}); status != http.StatusSeeOther {
 		t.Fatalf("add user: %d", status)
 	}
-	status, _, body := e.postAs(t, &ann, "/admin/tokens", url.Values{"name": {"ci"}, "role": {"operator"}}, postOpts{})
+	status, h, _ := e.postAs(t, &ann, "/admin/tokens", url.Values{"name": {"ci"}, "role": {"operator"}}, postOpts{})
+	_, _, body := e.follow(t, &ann, h)
 	secret := regexp.MustCompile(`id="token-secret">(gatehouse_[A-Za-z0-9_-]+)<`).FindStringSubmatch(body)
-	if status != http.StatusCreated || secret == nil {
+	if status != http.StatusSeeOther || secret == nil {
 		t.Fatalf("create token: %d", status)
 	}
 	// The token works, with its role, and its name as the actor.
@@ -957,8 +962,9 @@ func TestAdminPages(t *testing.T) {
 	if status != http.StatusUnprocessableEntity || !strings.Contains(body, "only an approver") {
 		t.Fatalf("kinds for a viewer: %d", status)
 	}
-	if status, h, _ := e.postAs(t, &ann, "/admin/users/vic", url.Values{"op": {"role"}, "role": {"approver"}, "kinds": {"merge"}},
-		postOpts{}); status != http.StatusSeeOther || !strings.Contains(h.Get("Location"), "approver") {
+	status, h, _ := e.postAs(t, &ann, "/admin/users/vic", url.Values{"op": {"role"}, "role": {"approver"}, "kinds": {"merge"}}, postOpts{})
+	if _, _, page := e.follow(t, &ann, h); status != http.StatusSeeOther || h.Get("Location") != "/admin/users" ||
+		!strings.Contains(page, "vic is now an approver.") {
 		t.Fatalf("role change: %d %s", status, h.Get("Location"))
 	}
 	if status, _, page := e.getAs(t, &vic, "/", nil); status != http.StatusOK || !strings.Contains(page, `data-role="approver"`) {

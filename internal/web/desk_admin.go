@@ -53,7 +53,7 @@ func adminMessage(err error) (string, bool) {
 
 // usersPage: GET /admin/users.
 func (d *desk) usersPage(c echo.Context) error {
-	return d.writeUsers(c, http.StatusOK, views.UsersPage{Message: c.QueryParam("done")})
+	return d.writeUsers(c, http.StatusOK, views.UsersPage{Message: d.s.takeFlash(c)})
 }
 
 func (d *desk) writeUsers(c echo.Context, status int, page views.UsersPage) error {
@@ -100,7 +100,8 @@ func (d *desk) addUserForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.Redirect(http.StatusSeeOther, "/admin/users?"+url.Values{"done": {"User " + u.Username + " added."}}.Encode())
+	d.s.setFlash(c, "User "+u.Username+" added.")
+	return c.Redirect(http.StatusSeeOther, "/admin/users")
 }
 
 // userForm: POST /admin/users/:name — op=role (role, kinds), disable,
@@ -151,8 +152,17 @@ func (d *desk) userForm(c echo.Context) error {
 			err = d.s.auth.SetSlack(ctx, me.Name, name, c.FormValue("slack_id"))
 		}
 		done = "Saved where " + name + " is notified."
+	case "passwd":
+		// An admin resets another's password (their sessions end); their
+		// own they change on /account, which asks for the current one.
+		if me.Kind == auth.KindUser && me.Name == name {
+			return d.writeUsers(c, http.StatusUnprocessableEntity,
+				views.UsersPage{Error: "Change your own password on your account page (click your name at the top)."})
+		}
+		err = d.s.auth.SetPassword(ctx, me.Name, name, c.FormValue("password"))
+		done = name + "'s password is reset; their sessions have ended. Tell them the new one."
 	default:
-		return badRequest("op", "op must be role, disable, enable or contact")
+		return badRequest("op", "op must be role, disable, enable, contact or passwd")
 	}
 	if msg, ok := adminMessage(err); ok {
 		return d.writeUsers(c, http.StatusUnprocessableEntity, views.UsersPage{Error: msg})
@@ -160,14 +170,22 @@ func (d *desk) userForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.Redirect(http.StatusSeeOther, "/admin/users?"+url.Values{"done": {done}}.Encode())
+	d.s.setFlash(c, done)
+	return c.Redirect(http.StatusSeeOther, "/admin/users")
 }
 
 // --- tokens ---
 
 // tokensPage: GET /admin/tokens.
 func (d *desk) tokensPage(c echo.Context) error {
-	return d.writeTokens(c, http.StatusOK, views.TokensPage{Message: c.QueryParam("done")})
+	page := views.TokensPage{Message: d.s.takeFlash(c)}
+	if secret := d.s.takeCookie(c, revealCookie, revealPath); secret != "" {
+		// The one view of a token just created: name and secret.
+		if name, sec, ok := strings.Cut(secret, "\n"); ok {
+			page.SecretName, page.Secret = name, sec
+		}
+	}
+	return d.writeTokens(c, http.StatusOK, page)
 }
 
 func (d *desk) writeTokens(c echo.Context, status int, page views.TokensPage) error {
@@ -177,6 +195,7 @@ func (d *desk) writeTokens(c echo.Context, status int, page views.TokensPage) er
 		return err
 	}
 	page.Page = d.pageMeta(ctx, "API tokens", "tokens")
+	page.BaseURL = d.s.baseURL(c)
 	page.Roles = roleNames()
 	for _, t := range toks {
 		page.Tokens = append(page.Tokens, views.TokenRow{ID: t.ID, Name: t.Name, Role: string(t.Role), CreatedBy: t.CreatedBy,
@@ -185,21 +204,36 @@ func (d *desk) writeTokens(c echo.Context, status int, page views.TokensPage) er
 	return d.write(c, status, views.TokensView(page))
 }
 
-// createTokenForm: POST /admin/tokens — name, role; the page shows the
-// token this once (and is not cached: no-store).
+// createTokenForm: POST /admin/tokens — name, role; then a redirect to
+// the tokens page, which shows the token this once (a reload of that page
+// creates nothing and shows it no more). Names of active tokens are
+// unique: two "ci-bot" tokens could not be told apart when revoking one.
 func (d *desk) createTokenForm(c echo.Context) error {
 	role, err := auth.ParseRole(c.FormValue("role"))
 	if err != nil {
 		return d.writeTokens(c, http.StatusUnprocessableEntity, views.TokensPage{Error: sentence(err.Error())})
 	}
-	secret, t, err := d.s.auth.CreateToken(c.Request().Context(), principalOf(c).Name, c.FormValue("name"), role)
+	name := strings.TrimSpace(c.FormValue("name"))
+	toks, err := d.s.auth.Tokens(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	for _, t := range toks {
+		if t.RevokedAt == nil && strings.EqualFold(t.Name, name) {
+			return d.writeTokens(c, http.StatusUnprocessableEntity, views.TokensPage{
+				Error: "An active token is named " + t.Name + " already. Pick another name, or revoke that one first."})
+		}
+	}
+	secret, t, err := d.s.auth.CreateToken(c.Request().Context(), principalOf(c).Name, name, role)
 	if msg, ok := adminMessage(err); ok {
 		return d.writeTokens(c, http.StatusUnprocessableEntity, views.TokensPage{Error: msg})
 	}
 	if err != nil {
 		return err
 	}
-	return d.writeTokens(c, http.StatusCreated, views.TokensPage{Secret: secret, SecretName: t.Name})
+	c.SetCookie(&http.Cookie{Name: revealCookie, Value: url.QueryEscape(t.Name + "\n" + secret), Path: revealPath,
+		MaxAge: 60, HttpOnly: true, Secure: d.s.secure(c.Request()), SameSite: http.SameSiteStrictMode})
+	return c.Redirect(http.StatusSeeOther, revealPath)
 }
 
 // revokeTokenForm: POST /admin/tokens/:id/revoke.
@@ -211,7 +245,8 @@ func (d *desk) revokeTokenForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.Redirect(http.StatusSeeOther, "/admin/tokens?"+url.Values{"done": {"Token " + t.Name + " is revoked."}}.Encode())
+	d.s.setFlash(c, "Token "+t.Name+" is revoked.")
+	return c.Redirect(http.StatusSeeOther, "/admin/tokens")
 }
 
 // --- audit ---

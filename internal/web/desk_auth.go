@@ -136,7 +136,7 @@ func (d *desk) loginPage(c echo.Context) error {
 	if ok, err := d.s.fromSession(c); err == nil && ok {
 		return c.Redirect(http.StatusSeeOther, next)
 	}
-	return d.writeLogin(c, http.StatusOK, views.LoginPage{Next: next})
+	return d.writeLogin(c, http.StatusOK, views.LoginPage{Next: next, Message: d.s.takeFlash(c)})
 }
 
 func (d *desk) writeLogin(c echo.Context, status int, l views.LoginPage) error {
@@ -181,6 +181,46 @@ func (d *desk) logout(c echo.Context) error {
 		}
 	}
 	d.s.clearSessionCookie(c)
+	d.s.setFlash(c, "You are signed out.")
+	return c.Redirect(http.StatusSeeOther, "/login")
+}
+
+// accountPage: GET /account — who is signed in, and the form that
+// changes their password.
+func (d *desk) accountPage(c echo.Context) error {
+	return d.writeAccount(c, http.StatusOK, views.AccountPage{})
+}
+
+func (d *desk) writeAccount(c echo.Context, status int, a views.AccountPage) error {
+	a.Page = d.pageMeta(c.Request().Context(), "Your account", "account")
+	return d.write(c, status, views.AccountView(a))
+}
+
+// passwordForm: POST /account/password — current, password, repeat. A
+// person changes only their own password here (an admin resets others'
+// on the Users page); tokens have none.
+func (d *desk) passwordForm(c echo.Context) error {
+	me := principalOf(c)
+	if me.Kind != auth.KindUser {
+		return d.writeAccount(c, http.StatusUnprocessableEntity, views.AccountPage{Error: "Only a user signed in with a password can change it."})
+	}
+	next := c.FormValue("password")
+	if next != c.FormValue("repeat") {
+		return d.writeAccount(c, http.StatusUnprocessableEntity, views.AccountPage{Error: "New password: the two entries differ. Type the same password twice."})
+	}
+	err := d.s.auth.ChangePassword(c.Request().Context(), me.Name, c.FormValue("current"), next)
+	if errors.Is(err, auth.ErrBadCredentials) {
+		return d.writeAccount(c, http.StatusUnprocessableEntity, views.AccountPage{Error: "Current password: that is not your password. Nothing was changed."})
+	}
+	if msg, ok := adminMessage(err); ok {
+		return d.writeAccount(c, http.StatusUnprocessableEntity, views.AccountPage{Error: msg})
+	}
+	if err != nil {
+		return err
+	}
+	// Every session of this user ended with the change: sign in again.
+	d.s.clearSessionCookie(c)
+	d.s.setFlash(c, "Your password is changed. Sign in with the new one.")
 	return c.Redirect(http.StatusSeeOther, "/login")
 }
 
@@ -193,14 +233,41 @@ type areaCaps struct {
 	approve bool   // approve
 	edit    bool   // approve an edited version (not where several must approve)
 	notice  string // why less than everything
+	// others may approve what this viewer may not (separation of
+	// duties); noOther: nobody may; usersLink: the viewer is an admin who
+	// can add someone.
+	others    []string
+	noOther   bool
+	usersLink bool
 }
 
 func (a areaCaps) key() string {
-	return fmt.Sprintf("%t|%t|%t|%s", a.decide, a.approve, a.edit, a.notice)
+	return fmt.Sprintf("%t|%t|%t|%s|%s|%t|%t", a.decide, a.approve, a.edit, a.notice, strings.Join(a.others, ","), a.noOther, a.usersLink)
+}
+
+// othersWhoMayApprove lists the enabled users other than creator whose
+// role and kinds let them approve kind ("ann (approver)"). A failure to
+// read the users leaves the list empty: the notice still says why the
+// viewer may not approve.
+func (d *desk) othersWhoMayApprove(ctx context.Context, kind, creator string) []string {
+	users, err := d.s.auth.Users(ctx)
+	if err != nil {
+		d.s.log.Warn("who may approve", "error", err)
+		return nil
+	}
+	var out []string
+	for _, u := range users {
+		p := auth.Principal{Name: u.Username, Role: u.Role, Kinds: u.Kinds}
+		if u.Disabled || u.Username == creator || !p.Can(auth.RoleApprover) || !p.MayDecide(kind) {
+			continue
+		}
+		out = append(out, u.Username+" ("+string(u.Role)+")")
+	}
+	return out
 }
 
 // capsFor is what p may do with the pending interrupt of td.
-func (d *desk) capsFor(p auth.Principal, td *taskData) areaCaps {
+func (d *desk) capsFor(ctx context.Context, p auth.Principal, td *taskData) areaCaps {
 	itr := td.pending
 	if itr == nil {
 		return areaCaps{}
@@ -214,8 +281,10 @@ func (d *desk) capsFor(p auth.Principal, td *taskData) areaCaps {
 	}
 	if err := dec.MayApprove(p, td.task, itr, td.approvals[itr.ID]); err != nil {
 		if dec.Policy().SeparateDuties(itr.Kind) && td.task.CreatedBy == p.Name {
-			return areaCaps{decide: true, notice: "You started this task: another approver must approve its " + itr.Kind +
-				". You may reject it."}
+			others := d.othersWhoMayApprove(ctx, itr.Kind, td.task.CreatedBy)
+			return areaCaps{decide: true, notice: "You started this task, so separation of duties lets another approver, " +
+				"not you, approve its " + itr.Kind + ". You may still reject it with feedback.",
+				others: others, noOther: len(others) == 0, usersLink: p.Can(auth.RoleAdmin)}
 		}
 		return areaCaps{decide: true, notice: "You have approved this; another approver must give the next approval."}
 	}
@@ -256,4 +325,5 @@ func withCaps(p *views.PendingForm, caps areaCaps) {
 		p.CanEdit = false
 	}
 	p.Notice = caps.notice
+	p.MayApprove, p.NoApprover, p.UsersLink = caps.others, caps.noOther, caps.usersLink
 }

@@ -161,3 +161,23 @@ func (b *tab) login(e *deskEnv, name string) {
 	b.click(`form[action="/login"] button[type=submit]`)
 	b.waitJS(`location.pathname === "/" && document.querySelector(`+jsq(`.whoami-name[data-user="`+name+`"]`)+`)`, 10*time.Second)
 }
+
+// follow loads the page a redirect names, as the browser would: with the
+// session and the cookies the redirect set (the flash, a token reveal).
+func (e *deskEnv) follow(t *testing.T, sess *testSession, h http.Header) (int, http.Header, string) {
+	t.Helper()
+	loc := h.Get("Location")
+	if loc == "" {
+		t.Fatalf("no redirect to follow")
+	}
+	var parts []string
+	if sess != nil {
+		parts = append(parts, sess.cookie.Name+"="+sess.cookie.Value)
+	}
+	for _, c := range (&http.Response{Header: h}).Cookies() {
+		if c.MaxAge >= 0 && c.Value != "" {
+			parts = append(parts, c.Name+"="+c.Value)
+		}
+	}
+	return e.getAs(t, nil, loc, map[string]string{"Cookie": strings.Join(parts, "; ")})
+}

@@ -75,7 +75,7 @@ func (d *desk) serveLive(c echo.Context, last int64, start liveStart) error {
 	defer cancel()
 	// The decision area this page gets: what its principal may do.
 	who := userOf(r.Context()).p
-	area := func(snap *taskSnap) ([]byte, error) { return snap.areaHTML(ctx, d, d.capsFor(who, snap.data)) }
+	area := func(snap *taskSnap) ([]byte, error) { return snap.areaHTML(ctx, d, d.capsFor(ctx, who, snap.data)) }
 	// av=1: the page shows the default artifact view, which follows the task.
 	var view func(*taskSnap) ([]byte, error)
 	if c.QueryParam("av") == "1" {

@@ -283,7 +283,7 @@ func (d *desk) loadInbox(ctx context.Context, q inboxQuery) (views.InboxBody, er
 		b.Items = append(b.Items, views.InboxItem{InterruptID: e.ID, TaskID: e.TaskID, TaskTitle: e.Task.Title,
 			Workflow: e.Task.Workflow, Node: e.Node, Kind: e.Kind, Title: e.Payload.Title,
 			Question: excerpt(e.Payload.Question, 200), Iteration: e.Iteration, Created: e.CreatedAt,
-			Waiting: waited(now.Sub(e.CreatedAt))})
+			Waiting: waited(now.Sub(e.CreatedAt)), NotBy: d.notBy(e.Kind, e.Task.CreatedBy)})
 	}
 	if next != nil {
 		v := url.Values{"after": {base64.RawURLEncoding.EncodeToString([]byte(next.CreatedAt.UTC().Format(time.RFC3339Nano) + " " + next.ID))}}
@@ -363,4 +363,13 @@ func (d *desk) pendingKinds(ctx context.Context) ([]kindCount, error) {
 	}
 	slices.SortFunc(out, func(a, b kindCount) int { return strings.Compare(a.Kind, b.Kind) })
 	return out, nil
+}
+
+// notBy is who may not approve an interrupt of kind on a task creator
+// started (separation of duties), "" when anyone may.
+func (d *desk) notBy(kind, creator string) string {
+	if creator == "" || !d.s.decider.Policy().SeparateDuties(kind) {
+		return ""
+	}
+	return creator
 }

@@ -145,7 +145,7 @@ func (d *desk) taskPage(c echo.Context) error {
 		return err
 	}
 	sel := parseArtifactSel(c.QueryParams())
-	page := d.buildTaskPage(td, sel, userOf(ctx))
+	page := d.buildTaskPage(ctx, td, sel, userOf(ctx))
 	page.Page = d.pageMeta(ctx, td.task.Title, "")
 	if isHX(c) && c.Request().Header.Get("HX-Target") == "artifact-view" {
 		// Only what the artifact links swap: the view, and the index for its
@@ -157,7 +157,7 @@ func (d *desk) taskPage(c echo.Context) error {
 }
 
 // buildTaskPage shapes a task's data for the page.
-func (d *desk) buildTaskPage(td *taskData, sel artifactSel, who deskUser) views.TaskPage {
+func (d *desk) buildTaskPage(ctx context.Context, td *taskData, sel artifactSel, who deskUser) views.TaskPage {
 	t := td.task
 	p := views.TaskPage{LastSeq: td.lastSeq, LiveBase: "/tasks/" + t.ID + "/live"}
 	p.Head = d.taskHead(td)
@@ -171,9 +171,51 @@ func (d *desk) buildTaskPage(td *taskData, sel artifactSel, who deskUser) views.
 	}
 	p.State = d.stateView(td)
 	p.Artifacts = d.artifactsView(td, sel)
-	p.Interrupt = d.interruptView(td, who)
+	p.Interrupt = d.interruptView(ctx, td, who)
 	p.Decisions = decisionRows(td)
+	p.NoDecisions = "No decisions yet."
+	if t.Status.Terminal() && len(td.interrupts) == 0 {
+		p.NoDecisions = "This task had no gates: it ran to the end without waiting for anyone."
+	}
+	if t.Status == graph.StatusSucceeded {
+		p.Deliverable = d.deliverable(td)
+	}
+	p.DemoModel = d.s.llmProvider == "scripted"
 	return p
+}
+
+// deliverables are the documents a workflow makes for people, by name:
+// what a finished task shows first and what its artifact viewer opens on
+// (the slogan, not its review).
+var deliverables = []string{"merge.md", "sdd.md", "slogan.txt", "analysis.md", "summary.md"}
+
+// deliverableName is the deliverable among td's artifacts, "" for none.
+func deliverableName(td *taskData) string {
+	for _, name := range deliverables {
+		for i := range td.artifacts {
+			if td.artifacts[i].Name == name {
+				return name
+			}
+		}
+	}
+	return ""
+}
+
+// deliverable is the latest version of td's deliverable, rendered.
+func (d *desk) deliverable(td *taskData) *views.Deliverable {
+	name := deliverableName(td)
+	if name == "" {
+		return nil
+	}
+	var cur *graph.Artifact
+	for i := range td.artifacts {
+		if a := &td.artifacts[i]; a.Name == name && (cur == nil || a.Version > cur.Version) {
+			cur = a
+		}
+	}
+	return &views.Deliverable{Name: cur.Name, ContentType: cur.ContentType, Version: cur.Version,
+		Rendered: d.render.document(cur.ContentType, cur.Content),
+		URL:      "/tasks/" + td.task.ID + "?" + url.Values{"artifact": {cur.Name}}.Encode() + "#artifacts-title"}
 }
 
 func (d *desk) taskHead(td *taskData) views.TaskHead {
@@ -300,6 +342,9 @@ func (d *desk) artifactsView(td *taskData, sel artifactSel) views.ArtifactsView 
 				chosen = td.pending.Payload.Artifact.Name
 			}
 		}
+		if chosen == "" && td.task.Status.Terminal() {
+			chosen = deliverableName(td)
+		}
 		if chosen == "" {
 			chosen = newest.Name
 		}
@@ -379,8 +424,8 @@ func interruptKey(td *taskData) string {
 
 // interruptView is the decision area as who sees it: only the forms they
 // may use, with the session's CSRF token.
-func (d *desk) interruptView(td *taskData, who deskUser) views.InterruptView {
-	return d.interruptViewCaps(td, who.p.Name, d.capsFor(who.p, td), who.csrf)
+func (d *desk) interruptView(ctx context.Context, td *taskData, who deskUser) views.InterruptView {
+	return d.interruptViewCaps(td, who.p.Name, d.capsFor(ctx, who.p, td), who.csrf)
 }
 
 // interruptViewCaps is the decision area for caps; csrf "" leaves the
@@ -723,7 +768,7 @@ func (d *desk) decideForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := d.interruptView(td, who)
+	v := d.interruptView(ctx, td, who)
 	if late {
 		v.Outcome = nil
 		for i := range td.decisions {
@@ -751,7 +796,7 @@ func (d *desk) decideForm(c echo.Context) error {
 		}
 	}
 	if !isHX(c) {
-		page := d.buildTaskPage(td, artifactSel{}, who)
+		page := d.buildTaskPage(ctx, td, artifactSel{}, who)
 		page.Page = d.pageMeta(ctx, td.task.Title, "")
 		page.Interrupt = v
 		return d.write(c, status, views.TaskView(page))

@@ -58,6 +58,9 @@ type Deps struct {
 	Version string
 	// Metrics, when set, is served at GET /metrics, open like /healthz.
 	Metrics http.Handler
+	// LLMProvider is the LLM_PROVIDER in use; "scripted" puts the offline
+	// demo model's banner on task pages.
+	LLMProvider string
 }
 
 // apiPrefix is where the JSON API lives.
@@ -106,6 +109,8 @@ type Server struct {
 	closing chan struct{} // closed by Shutdown: streams say goodbye
 	streams streamGroup
 	metrics http.Handler
+
+	llmProvider string
 }
 
 // New builds the server and its routes.
@@ -116,7 +121,7 @@ func New(d Deps) *Server {
 	}
 	s := &Server{engine: d.Engine, store: d.Store, hub: d.Hub, wake: d.Wake, handoff: d.Handoff, ready: d.Ready, log: log, metrics: d.Metrics,
 		version: d.Version, closing: make(chan struct{}), auth: d.Auth, decider: d.Decider, trustProxy: d.TrustProxy,
-		roles:      map[string]auth.Role{},
+		roles: map[string]auth.Role{}, llmProvider: d.LLMProvider,
 		pingPeriod: defaultPingPeriod, pongWait: defaultPongWait, writeWait: defaultWriteWait}
 	if s.auth == nil {
 		s.auth = auth.NewService(auth.Config{Store: d.Store, BootstrapToken: d.BootstrapToken,

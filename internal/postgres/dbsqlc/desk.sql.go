@@ -13,7 +13,7 @@ import (
 )
 
 const deskInboxPage = `-- name: DeskInboxPage :many
-SELECT i.id, i.task_id, i.node, i.kind, i.iteration, i.payload, i.status, i.created_at, i.resolved_at, t.title AS task_title, t.workflow AS task_workflow
+SELECT i.id, i.task_id, i.node, i.kind, i.iteration, i.payload, i.status, i.created_at, i.resolved_at, t.title AS task_title, t.workflow AS task_workflow, t.created_by AS task_created_by
 FROM interrupts i
 JOIN tasks t ON t.id = i.task_id
 WHERE i.status = 'pending'
@@ -32,9 +32,10 @@ type DeskInboxPageParams struct {
 }
 
 type DeskInboxPageRow struct {
-	Interrupt    Interrupt
-	TaskTitle    string
-	TaskWorkflow string
+	Interrupt     Interrupt
+	TaskTitle     string
+	TaskWorkflow  string
+	TaskCreatedBy string
 }
 
 // DeskInboxPage is one page of the inbox: pending interrupts, of one kind
@@ -67,6 +68,7 @@ func (q *Queries) DeskInboxPage(ctx context.Context, arg DeskInboxPageParams) ([
 			&i.Interrupt.ResolvedAt,
 			&i.TaskTitle,
 			&i.TaskWorkflow,
+			&i.TaskCreatedBy,
 		); err != nil {
 			return nil, err
 		}

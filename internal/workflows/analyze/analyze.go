@@ -344,12 +344,17 @@ func (w *workflow) prepare(ctx context.Context, run *graph.NodeRun, s State) (St
 // ask puts the analyst's message to the human and keeps the answer for
 // the next prepare.
 func ask(_ context.Context, run *graph.NodeRun, s State) (State, error) {
-	ans, err := run.Ask(graph.Question{
-		Kind:    InterruptQuestion,
-		Title:   fmt.Sprintf("The analyst asks (turn %d): answer, or reply %s to accept the solution", s.Turns, ApprovalPhrase),
-		Text:    s.CurrentAnalysisQuery,
-		Actions: []string{graph.ActionRespond, graph.ActionApprove},
-	})
+	// A question has one action, answering; accepting is offered only
+	// once there is something to accept (an approve before any proposal
+	// would end the analysis with a solution nobody proposed).
+	q := graph.Question{Kind: InterruptQuestion, Text: s.CurrentAnalysisQuery,
+		Title:   fmt.Sprintf("The analyst asks (turn %d)", s.Turns),
+		Actions: []string{graph.ActionRespond}}
+	if Proposes(s.CurrentAnalysisQuery) {
+		q.Title = fmt.Sprintf("The analyst proposes a solution (turn %d): accept it, or answer with what to change", s.Turns)
+		q.Actions = append(q.Actions, graph.ActionApprove)
+	}
+	ans, err := run.Ask(q)
 	if err != nil {
 		return s, err
 	}
@@ -404,7 +409,7 @@ func turnPrompt(s State) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "You are an analyst (role %s) working with a human on the request below. Study the attached files.\n", RoleAnalyst)
 	sb.WriteString("Then either ask the one clarifying question that matters most now, or, when you know enough, propose a solution\n")
-	fmt.Fprintf(&sb, "and ask the human to confirm it. The human replies %s to accept your proposal.\n\n", ApprovalPhrase)
+	fmt.Fprintf(&sb, "and ask the human to confirm it: end a proposal with \"Reply %s to accept.\"\n\n", ApprovalPhrase)
 	sb.WriteString(background(s))
 	sb.WriteString(history(s))
 	sb.WriteString("Reply with your next message to the human only.\n")
@@ -433,4 +438,14 @@ func (s State) answers() []string {
 		}
 	}
 	return out
+}
+
+// Proposes reports whether an analyst's message proposes a solution the
+// human could accept: it names the approval phrase (the prompt asks a
+// proposal to end with it), opens with "Proposal", or says what "I
+// propose".
+func Proposes(msg string) bool {
+	m := strings.ToLower(strings.TrimSpace(msg))
+	return strings.Contains(m, strings.ToLower(ApprovalPhrase)) || strings.HasPrefix(m, "proposal") ||
+		strings.Contains(m, "i propose")
 }

@@ -61,7 +61,7 @@ func Builtin(role, subject string, feedback []string) (reply string, ok bool) {
 	}
 	switch {
 	case turn <= 1:
-		return fmt.Sprintf("%sI have read your request (%q) and the attached files. Before I propose anything: "+
+		return fmt.Sprintf("%sI have read your request (%q) and the attached files. Before I suggest a fix: "+
 			"who runs into this problem, and how often does it happen?", said, topic), true
 	case turn == 2:
 		return fmt.Sprintf("%sThanks, that helps. Which constraints must a solution for %s respect — deadlines, "+

@@ -1,0 +1,116 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/gatehousehq/gatehouse/internal/auth"
+)
+
+// TestTokenCreationRevealsOnce: creating a token answers with a redirect;
+// the page it leads to shows the secret, a copy button and an example
+// curl once; a reload shows no secret and creates nothing; a second token
+// of the same (active) name is refused with a sentence.
+func TestTokenCreationRevealsOnce(t *testing.T) {
+	t.Parallel()
+	e := newDeskEnv(t)
+	ann := e.session("ann")
+	status, h, _ := e.postAs(t, &ann, "/admin/tokens", url.Values{"name": {"ci-bot"}, "role": {"viewer"}}, postOpts{})
+	if status != http.StatusSeeOther || h.Get("Location") != "/admin/tokens" {
+		t.Fatalf("create: %d %q, want a redirect to the tokens page", status, h.Get("Location"))
+	}
+	_, rh, page := e.follow(t, &ann, h)
+	secret := regexp.MustCompile(`id="token-secret">(gatehouse_[A-Za-z0-9_-]+)<`).FindStringSubmatch(page)
+	if secret == nil || !strings.Contains(page, `data-copy="token-secret"`) ||
+		!strings.Contains(page, "curl -H &#39;Authorization: Bearer "+secret[1]+"&#39; "+e.base+"/api/v1/tasks") {
+		t.Fatalf("the reveal lacks the secret, the copy button or the curl:\n%s", page)
+	}
+	if rh.Get("Cache-Control") != "no-store" {
+		t.Errorf("the reveal may be cached: %q", rh.Get("Cache-Control"))
+	}
+	// A reload (the browser no longer has the reveal cookie, which the
+	// page deleted) shows no secret and creates nothing.
+	_, _, again := e.getAs(t, &ann, "/admin/tokens", nil)
+	if strings.Contains(again, secret[1]) {
+		t.Fatal("a reload shows the secret again")
+	}
+	toks, err := e.auth.Tokens(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, tk := range toks {
+		if tk.Name == "ci-bot" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d tokens named ci-bot, want 1", n)
+	}
+	status, _, body := e.postAs(t, &ann, "/admin/tokens", url.Values{"name": {"ci-bot"}, "role": {"viewer"}}, postOpts{})
+	if status != http.StatusUnprocessableEntity || !strings.Contains(body, "An active token is named ci-bot already.") {
+		t.Fatalf("duplicate name: %d", status)
+	}
+	if !strings.Contains(again, `data-confirm="Revoke token ci-bot?`) {
+		t.Error("Revoke does not ask for confirmation")
+	}
+}
+
+// TestPasswordChangeInTheDesk: a user changes their own password on
+// /account (the current one is checked; the two entries must agree), is
+// signed out with a message and signs in with the new one; an admin
+// resets another user's password on the Users page.
+func TestPasswordChangeInTheDesk(t *testing.T) {
+	t.Parallel()
+	e := newDeskEnv(t)
+	e.user("vic", auth.RoleViewer)
+	vic := e.session("vic")
+	if status, _, page := e.getAs(t, &vic, "/account", nil); status != http.StatusOK || !strings.Contains(page, `id="password-form"`) {
+		t.Fatalf("account page: %d", status)
+	}
+	for _, tc := range []struct {
+		form url.Values
+		want string
+	}{
+		{url.Values{"current": {"wrong"}, "password": {"new password 1"}, "repeat": {"new password 1"}}, "Current password: that is not your password."},
+		{url.Values{"current": {password("vic")}, "password": {"new password 1"}, "repeat": {"new password 2"}}, "the two entries differ"},
+		{url.Values{"current": {password("vic")}, "password": {"short"}, "repeat": {"short"}}, "Password:"},
+	} {
+		if status, _, body := e.postAs(t, &vic, "/account/password", tc.form, postOpts{}); status != http.StatusUnprocessableEntity ||
+			!strings.Contains(body, tc.want) {
+			t.Errorf("%v: %d, want 422 saying %q", tc.form, status, tc.want)
+		}
+	}
+	status, h, _ := e.postAs(t, &vic, "/account/password", url.Values{"current": {password("vic")},
+		"password": {"a brand new one"}, "repeat": {"a brand new one"}}, postOpts{})
+	if status != http.StatusSeeOther || h.Get("Location") != "/login" {
+		t.Fatalf("change: %d %q", status, h.Get("Location"))
+	}
+	if _, _, page := e.follow(t, nil, h); !strings.Contains(page, "Your password is changed. Sign in with the new one.") {
+		t.Error("the login page does not say the password changed")
+	}
+	if status, _, _ := e.getAs(t, &vic, "/", nil); status != http.StatusSeeOther {
+		t.Errorf("the old session still works: %d", status)
+	}
+	if _, err := e.auth.Login(context.Background(), "vic", "a brand new one", "127.0.0.1", "test"); err != nil {
+		t.Errorf("sign in with the new password: %v", err)
+	}
+
+	ann := e.session("ann")
+	status, h, _ = e.postAs(t, &ann, "/admin/users/vic", url.Values{"op": {"passwd"}, "password": {"reset by ann"}}, postOpts{})
+	if _, _, page := e.follow(t, &ann, h); status != http.StatusSeeOther || !strings.Contains(page, "vic&#39;s password is reset") {
+		t.Fatalf("admin reset: %d", status)
+	}
+	if _, err := e.auth.Login(context.Background(), "vic", "reset by ann", "127.0.0.1", "test"); err != nil {
+		t.Errorf("sign in with the reset password: %v", err)
+	}
+	// Sign out says so.
+	status, h, _ = e.postAs(t, &ann, "/logout", nil, postOpts{})
+	if _, _, page := e.follow(t, nil, h); status != http.StatusSeeOther || !strings.Contains(page, "You are signed out.") {
+		t.Errorf("sign out: %d, without the message", status)
+	}
+}
