@@ -59,6 +59,9 @@ Commands:
   tokens create NAME --role ROLE
                      make an API token (printed once)
   tokens list | revoke ID
+  webhooks add URL [--events TYPES]
+                     add a Standard Webhooks endpoint (its secret is printed once)
+  webhooks list | remove ID
   prune --older-than DURATION [--dry-run]
                      delete the intermediate checkpoints of tasks that ended
                      more than DURATION (e.g. 720h) ago; keep the first, those
@@ -97,6 +100,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		err = cmdUsers(ctx, args, getenv, stdin, stdout)
 	case "tokens":
 		err = cmdTokens(ctx, args, getenv, stdout, stderr)
+	case "webhooks":
+		err = cmdWebhooks(ctx, args, getenv, stdout, stderr)
 	case "prune":
 		err = cmdPrune(ctx, args, getenv, stdout)
 	case "policy":

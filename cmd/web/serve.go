@@ -111,6 +111,10 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	hub := live.NewHub(cfg.DatabaseURL, store, log.With("component", "live"))
 	hubDone := make(chan struct{})
 	go func() { defer close(hubDone); hub.Run(hubCtx) }()
+	// Notifications: configured on the store before anything commits.
+	sender := newSender(cfg, store, log)
+	hub.OnOutbox(sender.Wake)
+	sender.Start()
 	// The hub is the engine's sink too: this replica's own events reach its
 	// websockets straight from the commit.
 	engine, err := graph.NewEngine(met.Checkpointer(store), workflows, graph.WithLogger(log), graph.WithSink(hub),
@@ -146,6 +150,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		if cfg.Workers > 0 {
 			run.Stop(context.Background())
 		}
+		sender.Stop(context.Background())
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
 	log.Info("gatehouse serving", "addr", addr.String(), "url", "http://"+addr.String(), "replica", owner,
@@ -166,6 +171,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	if cfg.Workers > 0 {
 		run.Stop(grace)
 	}
+	sender.Stop(grace)
 	stopHub()
 	<-hubDone
 	log.Info("stopped")

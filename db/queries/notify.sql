@@ -68,15 +68,22 @@ WHERE id = @id::uuid AND disabled_at IS NULL;
 
 -- OutboxEnqueue writes the deliveries of one event, in the transaction
 -- that commits the event: a row per webhook endpoint that takes the type,
--- one for Slack (raised interrupts, when configured), one per user with an
--- email address who is to hear of it. Who that is comes from the caller's
--- policy: for an interrupt, the users who may decide it (approvers allowed
--- the kind, narrowed to decider_roles/decider_users unless any_decider,
--- less the task's creator under separation of duties); for a task's end,
--- its creator. seq is the task's last event (the one that caused this).
+-- one for Slack (when slack), and one per user with an email address who
+-- is to hear of it (when email). Who that is, by mode: 'deciders', the
+-- users who may decide an interrupt of kind as the policy says (approvers
+-- allowed the kind; unless any_decider, only those holding one of
+-- decider_roles or named in decider_users; less the task's creator under
+-- sod); 'creator', the task's creator; 'users', to_users; 'none', no
+-- one. seq is the
+-- task's last event (the one that caused this). Returns the rows written.
 -- name: OutboxEnqueue :one
 WITH t AS (
     SELECT id, event_seq, created_by FROM tasks WHERE id = @task_id::uuid
+    -- if_decided: only when this transaction recorded the interrupt's
+    -- decision (a batch behind DecisionRecord, which may write nothing)
+    AND (NOT @if_decided::bool OR EXISTS (
+        SELECT 1 FROM decisions d
+        WHERE d.interrupt_id = sqlc.narg(interrupt_id)::uuid AND d.xmin = pg_current_xact_id()::xid))
 ), w AS (
     INSERT INTO outbox (event, task_id, interrupt_id, seq, channel, endpoint_id)
     SELECT @event::text, t.id, sqlc.narg(interrupt_id)::uuid, t.event_seq, 'webhook', e.id
@@ -93,17 +100,19 @@ WITH t AS (
     INSERT INTO outbox (event, task_id, interrupt_id, seq, channel, recipient)
     SELECT @event::text, t.id, sqlc.narg(interrupt_id)::uuid, t.event_seq, 'email', u.username
     FROM t, users u
-    WHERE u.email <> '' AND NOT u.disabled
-      AND CASE WHEN @to_creator::bool THEN u.username = t.created_by
-               ELSE u.role IN ('approver', 'admin')
-                    AND (u.kinds = '{}' OR @kind::text = ANY (u.kinds))
-                    AND (@any_decider::bool OR u.role = ANY (@decider_roles::text[])
-                         OR u.username = ANY (@decider_users::text[]))
-                    AND NOT (@sod::bool AND u.username = t.created_by)
-                    AND u.username <> ALL (@exclude_users::text[]) END
+    WHERE @email::bool AND u.email <> '' AND NOT u.disabled
+      AND CASE @mode::text
+            WHEN 'creator' THEN u.username = t.created_by
+            WHEN 'users' THEN u.username = ANY (@to_users::text[])
+            ELSE u.role IN ('approver', 'admin')
+                 AND (u.kinds = '{}' OR @kind::text = ANY (u.kinds))
+                 AND (@any_decider::bool OR u.role = ANY (@decider_roles::text[])
+                      OR u.username = ANY (@decider_users::text[]))
+                 AND NOT (@sod::bool AND u.username = t.created_by)
+          END
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM w) + (SELECT count(*) FROM s) + (SELECT count(*) FROM m);
+SELECT ((SELECT count(*) FROM w) + (SELECT count(*) FROM s) + (SELECT count(*) FROM m))::int;
 
 -- OutboxClaim takes up to max due deliveries for a sender: their next_at
 -- moves past the longest delivery (lease_seconds), so a sender that dies
@@ -123,9 +132,10 @@ WHERE o.id IN (
 )
 RETURNING o.*;
 
--- OutboxNextDue is when the earliest pending delivery is due.
+-- OutboxNextDue is when the earliest pending delivery is due (in a day
+-- when none is).
 -- name: OutboxNextDue :one
-SELECT min(next_at)::timestamptz FROM outbox WHERE state = 'pending';
+SELECT COALESCE(min(next_at), now() + interval '1 day')::timestamptz FROM outbox WHERE state = 'pending';
 
 -- OutboxDone records one attempt: its log row, and the row's new state.
 -- The attempt number fences it: a sender whose claim lapsed and was taken

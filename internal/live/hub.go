@@ -45,6 +45,7 @@ type Hub struct {
 	// from local commits, so announcements of them cost no fetch.
 	published map[string][]span
 	wake      []func(taskID string, seq int64)
+	outbox    []func()
 	ready     bool
 	readyCh   chan struct{}
 	fetchBuf  int
@@ -82,6 +83,15 @@ func (h *Hub) OnRunnable(f func(taskID string, seq int64)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.wake = append(h.wake, f)
+}
+
+// OnOutbox registers f to be called (on the hub's goroutine: keep it
+// short) when any replica wrote notification deliveries, and after a
+// reconnect.
+func (h *Hub) OnOutbox(f func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.outbox = append(h.outbox, f)
 }
 
 // Ready is closed once the hub listens for the first time.
@@ -170,7 +180,7 @@ func (h *Hub) listen(ctx context.Context) error {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	for _, ch := range []string{ChannelEvents, ChannelRunnable} {
+	for _, ch := range []string{ChannelEvents, ChannelRunnable, postgres.ChannelOutbox} {
 		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
 			return fmt.Errorf("listen %s: %w", ch, err)
 		}
@@ -180,12 +190,15 @@ func (h *Hub) listen(ctx context.Context) error {
 		h.ready = true
 		close(h.readyCh)
 	}
-	wake := h.wake
+	wake, outbox := h.wake, h.outbox
 	h.mu.Unlock()
 	// Anything announced while we were not listening is missed: let the
-	// workers look for work.
+	// workers and senders look for work.
 	for _, f := range wake {
 		f("", 0)
+	}
+	for _, f := range outbox {
+		f()
 	}
 	for {
 		n, err := conn.WaitForNotification(ctx)
@@ -203,6 +216,13 @@ func (h *Hub) listen(ctx context.Context) error {
 			}
 		case ChannelEvents:
 			h.announce(ctx, n.Payload)
+		case postgres.ChannelOutbox:
+			h.mu.Lock()
+			outbox := h.outbox
+			h.mu.Unlock()
+			for _, f := range outbox {
+				f()
+			}
 		}
 	}
 }

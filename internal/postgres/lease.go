@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/notify"
 	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
 )
 
@@ -120,13 +121,22 @@ func (s *Store) Cancel(ctx context.Context, taskID, actor string) error {
 		return graph.ErrTaskNotFound
 	}
 	data, _ := json.Marshal(map[string]string{"cancelled_by": actor, "actor": actor})
-	return s.transition(ctx, taskID, "cancel", func(q *dbsqlc.Queries) (int64, error) {
+	var notices int32
+	err := s.transition(ctx, taskID, "cancel", func(q *dbsqlc.Queries) (int64, error) {
 		seq, err := q.TaskCancel(ctx, dbsqlc.TaskCancelParams{ID: id, Data: data})
 		if err != nil {
 			return 0, err
 		}
-		return seq, q.InterruptsCancelPending(ctx, id)
+		if err := q.InterruptsCancelPending(ctx, id); err != nil {
+			return 0, err
+		}
+		notices, err = s.enqueueTx(ctx, q, id, &outboxEvent{event: notify.EventCancelled, mode: "creator"})
+		return seq, err
 	}, false)
+	if err == nil {
+		s.outboxWritten(ctx, notices)
+	}
+	return err
 }
 
 // Retry makes a failed task runnable again; it resumes from its last

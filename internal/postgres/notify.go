@@ -24,6 +24,8 @@ const notifyWindow = 2 * time.Millisecond
 // note is one announcement: a task's committed event range, or a task
 // that became runnable.
 type note struct {
+	// ch, when set, is the channel (payload empty): ChannelOutbox.
+	ch          string
 	task        string
 	first, last int64 // events; 0 for a runnable note
 	// at: for a runnable note, the seq of the event that made the task
@@ -33,6 +35,9 @@ type note struct {
 }
 
 func (n note) channel() string {
+	if n.ch != "" {
+		return n.ch
+	}
 	if n.last == 0 {
 		return ChannelRunnable
 	}
@@ -40,6 +45,9 @@ func (n note) channel() string {
 }
 
 func (n note) payload() string {
+	if n.ch != "" {
+		return ""
+	}
 	if n.last == 0 {
 		if n.at > 0 {
 			return fmt.Sprintf("%s@%d", n.task, n.at)

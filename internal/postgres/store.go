@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/notify"
 	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
 )
 
@@ -31,6 +32,8 @@ type Store struct {
 	blobs    blobCache
 	// sinks hear of the events the store commits outside the engine.
 	sinks []graph.EventSink
+	// outbox says which notifications commits write (outbox.go).
+	outbox Outbox
 }
 
 var _ graph.Checkpointer = (*Store)(nil)
@@ -216,6 +219,8 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 	// the callbacks fill in seqs and versions.
 	var seqs []int64
 	var versions []int32
+	var notices int32
+	oev := commitEvent(c)
 	u := &unit{redoable: c.Redoable, queue: func(b *pgx.Batch) {
 		if t := c.Create; t != nil {
 			dbsqlc.Queue(b, func(q *dbsqlc.Queries) error {
@@ -246,6 +251,12 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 		if ip != nil {
 			dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.InterruptInsert(ctx, *ip) })
 		}
+		if oev != nil {
+			// The notifications of a raise or an end: the same
+			// transaction, so none is lost and none is sent for a commit
+			// that did not happen.
+			s.queueOutbox(ctx, b, id, oev, &notices)
+		}
 	}}
 	if err := s.group.commit(ctx, u); err != nil {
 		return err
@@ -274,6 +285,7 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 		notes = append(notes, note{task: c.TaskID, at: seqs[len(seqs)-1]})
 	}
 	s.announce(ctx, notes...)
+	s.outboxWritten(ctx, notices)
 	return nil
 }
 
@@ -333,7 +345,16 @@ func (s *Store) Decide(ctx context.Context, d *graph.Decision, ev *graph.Event) 
 	if l := d.Lease; l != nil {
 		p.LeaseOwner, p.LeaseTtlSeconds = l.Owner, l.TTL.Seconds()
 	}
-	row, err := s.q.DecisionRecord(ctx, p)
+	// The decision and its notifications: one batch, one transaction.
+	var row dbsqlc.DecisionRecordRow
+	var notices int32
+	b := &pgx.Batch{}
+	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.DecisionRecord(ctx, p); return err }).
+		QueryRow(func(r pgx.Row) error {
+			return r.Scan(&row.ID, &row.DecidedAt, &row.Seq, &row.LeaseFence, &row.Leased)
+		})
+	s.queueOutbox(ctx, b, tid, &outboxEvent{event: notify.EventDecided, interruptID: &iid, mode: "none", ifDecided: true}, &notices)
+	err := s.pool.SendBatch(ctx, b).Close()
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Nothing written: say why.
 		itr, gerr := s.q.InterruptGet(ctx, iid)
@@ -362,6 +383,7 @@ func (s *Store) Decide(ctx context.Context, d *graph.Decision, ev *graph.Event) 
 	}
 	d.ID, d.DecidedAt = did.String(), at
 	ev.Seq, ev.TaskID = seq, d.TaskID
+	s.outboxWritten(ctx, notices)
 	return nil
 }
 

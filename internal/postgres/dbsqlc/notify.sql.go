@@ -271,70 +271,83 @@ func (q *Queries) OutboxDone(ctx context.Context, arg OutboxDoneParams) (int64, 
 const outboxEnqueue = `-- name: OutboxEnqueue :one
 WITH t AS (
     SELECT id, event_seq, created_by FROM tasks WHERE id = $1::uuid
+    -- if_decided: only when this transaction recorded the interrupt's
+    -- decision (a batch behind DecisionRecord, which may write nothing)
+    AND (NOT $2::bool OR EXISTS (
+        SELECT 1 FROM decisions d
+        WHERE d.interrupt_id = $3::uuid AND d.xmin = pg_current_xact_id()::xid))
 ), w AS (
     INSERT INTO outbox (event, task_id, interrupt_id, seq, channel, endpoint_id)
-    SELECT $2::text, t.id, $3::uuid, t.event_seq, 'webhook', e.id
+    SELECT $4::text, t.id, $3::uuid, t.event_seq, 'webhook', e.id
     FROM t, webhook_endpoints e
-    WHERE e.disabled_at IS NULL AND (e.events = '{}' OR $2::text = ANY (e.events))
+    WHERE e.disabled_at IS NULL AND (e.events = '{}' OR $4::text = ANY (e.events))
     RETURNING 1
 ), s AS (
     INSERT INTO outbox (event, task_id, interrupt_id, seq, channel)
-    SELECT $2::text, t.id, $3::uuid, t.event_seq, 'slack'
+    SELECT $4::text, t.id, $3::uuid, t.event_seq, 'slack'
     FROM t
-    WHERE $4::bool
+    WHERE $5::bool
     RETURNING 1
 ), m AS (
     INSERT INTO outbox (event, task_id, interrupt_id, seq, channel, recipient)
-    SELECT $2::text, t.id, $3::uuid, t.event_seq, 'email', u.username
+    SELECT $4::text, t.id, $3::uuid, t.event_seq, 'email', u.username
     FROM t, users u
-    WHERE u.email <> '' AND NOT u.disabled
-      AND CASE WHEN $5::bool THEN u.username = t.created_by
-               ELSE u.role IN ('approver', 'admin')
-                    AND (u.kinds = '{}' OR $6::text = ANY (u.kinds))
-                    AND ($7::bool OR u.role = ANY ($8::text[])
-                         OR u.username = ANY ($9::text[]))
-                    AND NOT ($10::bool AND u.username = t.created_by)
-                    AND u.username <> ALL ($11::text[]) END
+    WHERE $6::bool AND u.email <> '' AND NOT u.disabled
+      AND CASE $7::text
+            WHEN 'creator' THEN u.username = t.created_by
+            WHEN 'users' THEN u.username = ANY ($8::text[])
+            ELSE u.role IN ('approver', 'admin')
+                 AND (u.kinds = '{}' OR $9::text = ANY (u.kinds))
+                 AND ($10::bool OR u.role = ANY ($11::text[])
+                      OR u.username = ANY ($12::text[]))
+                 AND NOT ($13::bool AND u.username = t.created_by)
+          END
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM w) + (SELECT count(*) FROM s) + (SELECT count(*) FROM m)
+SELECT ((SELECT count(*) FROM w) + (SELECT count(*) FROM s) + (SELECT count(*) FROM m))::int
 `
 
 type OutboxEnqueueParams struct {
 	TaskID       uuid.UUID
-	Event        string
+	IfDecided    bool
 	InterruptID  *uuid.UUID
+	Event        string
 	Slack        bool
-	ToCreator    bool
+	Email        bool
+	Mode         string
+	ToUsers      []string
 	Kind         string
 	AnyDecider   bool
 	DeciderRoles []string
 	DeciderUsers []string
 	Sod          bool
-	ExcludeUsers []string
 }
 
 // OutboxEnqueue writes the deliveries of one event, in the transaction
 // that commits the event: a row per webhook endpoint that takes the type,
-// one for Slack (raised interrupts, when configured), one per user with an
-// email address who is to hear of it. Who that is comes from the caller's
-// policy: for an interrupt, the users who may decide it (approvers allowed
-// the kind, narrowed to decider_roles/decider_users unless any_decider,
-// less the task's creator under separation of duties); for a task's end,
-// its creator. seq is the task's last event (the one that caused this).
+// one for Slack (when slack), and one per user with an email address who
+// is to hear of it (when email). Who that is, by mode: 'deciders', the
+// users who may decide an interrupt of kind as the policy says (approvers
+// allowed the kind; unless any_decider, only those holding one of
+// decider_roles or named in decider_users; less the task's creator under
+// sod); 'creator', the task's creator; 'users', to_users; 'none', no
+// one. seq is the
+// task's last event (the one that caused this). Returns the rows written.
 func (q *Queries) OutboxEnqueue(ctx context.Context, arg OutboxEnqueueParams) (int32, error) {
 	row := q.db.QueryRow(ctx, outboxEnqueue,
 		arg.TaskID,
-		arg.Event,
+		arg.IfDecided,
 		arg.InterruptID,
+		arg.Event,
 		arg.Slack,
-		arg.ToCreator,
+		arg.Email,
+		arg.Mode,
+		arg.ToUsers,
 		arg.Kind,
 		arg.AnyDecider,
 		arg.DeciderRoles,
 		arg.DeciderUsers,
 		arg.Sod,
-		arg.ExcludeUsers,
 	)
 	var column_1 int32
 	err := row.Scan(&column_1)
@@ -369,10 +382,11 @@ func (q *Queries) OutboxGet(ctx context.Context, id uuid.UUID) (Outbox, error) {
 }
 
 const outboxNextDue = `-- name: OutboxNextDue :one
-SELECT min(next_at)::timestamptz FROM outbox WHERE state = 'pending'
+SELECT COALESCE(min(next_at), now() + interval '1 day')::timestamptz FROM outbox WHERE state = 'pending'
 `
 
-// OutboxNextDue is when the earliest pending delivery is due.
+// OutboxNextDue is when the earliest pending delivery is due (in a day
+// when none is).
 func (q *Queries) OutboxNextDue(ctx context.Context) (time.Time, error) {
 	row := q.db.QueryRow(ctx, outboxNextDue)
 	var column_1 time.Time

@@ -1,0 +1,148 @@
+// Package notify tells people what waits for them (SPEC §12): it sends the
+// deliveries of the outbox — rows the store writes in the transaction of
+// the event that causes them — by email, to webhooks and to Slack. Senders
+// on every replica claim due rows with SKIP LOCKED; each row is sent at
+// least once under a stable id (webhook-id, Message-ID), retried with
+// backoff and jitter, and every attempt is logged. A slow or dead receiver
+// holds up only its own deliveries: each destination has its own bound on
+// deliveries in flight.
+//
+// The package knows no HTTP routing and no SQL: the store implements
+// Store, cmd/web wires the channels.
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+)
+
+// Event types of deliveries (the webhook "type").
+const (
+	EventRaised    = "interrupt.raised"
+	EventDecided   = "interrupt.decided"
+	EventReminder  = "interrupt.reminder"
+	EventEscalated = "interrupt.escalated"
+	EventExpired   = "interrupt.expired"
+	EventSucceeded = "task.succeeded"
+	EventFailed    = "task.failed"
+	EventCancelled = "task.cancelled"
+)
+
+// EventTypes lists every event type, in the order of SPEC §12.
+var EventTypes = []string{EventRaised, EventDecided, EventReminder, EventEscalated, EventExpired,
+	EventSucceeded, EventFailed, EventCancelled}
+
+// Channels of deliveries.
+const (
+	ChannelEmail   = "email"
+	ChannelWebhook = "webhook"
+	ChannelSlack   = "slack"
+)
+
+// Delivery states.
+const (
+	StatePending   = "pending"
+	StateDelivered = "delivered"
+	StateFailed    = "failed" // gave up: retries exhausted, endpoint gone, no address
+)
+
+// Delivery is one row of the outbox: one event for one recipient or
+// endpoint.
+type Delivery struct {
+	ID          string
+	Event       string
+	TaskID      string
+	InterruptID string // "" for task events
+	Seq         int64
+	Channel     string
+	EndpointID  string // webhooks
+	Recipient   string // email: the user name
+	State       string
+	// Attempt is the number of this attempt (from 1) once claimed.
+	Attempt     int
+	NextAt      time.Time
+	Payload     json.RawMessage // a webhook's body as first sent
+	LastError   string
+	CreatedAt   time.Time
+	DeliveredAt *time.Time
+	// Attempts is the delivery log, when asked for.
+	Attempts []Attempt
+}
+
+// Destination is what a delivery's in-flight bound counts against: its
+// endpoint, or its channel.
+func (d *Delivery) Destination() string {
+	if d.EndpointID != "" {
+		return d.EndpointID
+	}
+	return d.Channel
+}
+
+// Attempt is one entry of the delivery log.
+type Attempt struct {
+	Attempt    int
+	At         time.Time
+	DurationMS int64
+	StatusCode int
+	OK         bool
+	Error      string
+}
+
+// Result is the outcome of one attempt, as the store records it.
+type Result struct {
+	State      string
+	NextAt     time.Time // when State is pending: the next attempt
+	Payload    json.RawMessage
+	Error      string
+	DurationMS int64
+	StatusCode int
+}
+
+// Endpoint is a webhook endpoint.
+type Endpoint struct {
+	ID             string
+	URL            string
+	Secret         string // whsec_…
+	Events         []string
+	CreatedBy      string
+	CreatedAt      time.Time
+	DisabledAt     *time.Time
+	DisabledReason string
+}
+
+// Subject is what a delivery is about, read when it is sent.
+type Subject struct {
+	Task      *graph.Task
+	Interrupt *graph.Interrupt // nil for task events
+	Decision  *graph.Decision  // the interrupt's decision, if any
+	Approvers []string
+	Artifacts []graph.Artifact
+}
+
+// Errors of a Store.
+var (
+	ErrNotFound = errors.New("not found")
+	// ErrLost: the delivery was claimed again by another sender (its
+	// claim lapsed); this sender's result is not recorded.
+	ErrLost = errors.New("delivery claimed by another sender")
+)
+
+// Store is what a Sender needs of the database.
+type Store interface {
+	// ClaimDeliveries takes up to max due deliveries whose destination is
+	// not in busy, leasing them for lease.
+	ClaimDeliveries(ctx context.Context, max int, lease time.Duration, busy []string) ([]Delivery, error)
+	// FinishDelivery records an attempt's result. Errors: ErrLost.
+	FinishDelivery(ctx context.Context, d *Delivery, r Result) error
+	// NextDue is when the earliest pending delivery is due (false: none).
+	NextDue(ctx context.Context) (time.Time, bool, error)
+	// Subject reads what d is about. Errors: ErrNotFound (the task is gone).
+	Subject(ctx context.Context, d *Delivery) (*Subject, error)
+	// Endpoint errors: ErrNotFound.
+	Endpoint(ctx context.Context, id string) (*Endpoint, error)
+	DisableEndpoint(ctx context.Context, id, reason string) error
+}

@@ -1,0 +1,281 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Channel sends one attempt of a delivery.
+type Channel interface {
+	Send(ctx context.Context, d *Delivery, s *Subject) Outcome
+}
+
+// Outcome is what one attempt did.
+type Outcome struct {
+	OK         bool
+	StatusCode int
+	Err        error
+	// Payload is kept with the delivery, and sent again on retries.
+	Payload json.RawMessage
+	// RetryAfter, when > 0, is when the receiver asked to be tried again
+	// (429 Retry-After), instead of the schedule.
+	RetryAfter time.Duration
+	// Permanent: no retry will do better (410 Gone, no address).
+	Permanent bool
+	// Disable, when set, disables the delivery's endpoint with this reason.
+	Disable string
+}
+
+// DefaultSchedule is the retry schedule of Standard Webhooks (and of every
+// channel here): the waits after the 1st, 2nd, … failed attempt.
+var DefaultSchedule = []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour,
+	5 * time.Hour, 10 * time.Hour, 14 * time.Hour, 20 * time.Hour, 24 * time.Hour}
+
+// Config configures a Sender.
+type Config struct {
+	Store    Store
+	Channels map[string]Channel
+	// Schedule is the retry schedule (default DefaultSchedule); Scale
+	// multiplies it (GATEHOUSE_WEBHOOK_BACKOFF_SCALE; default 1).
+	Schedule []time.Duration
+	Scale    float64
+	// Lease is how long a claimed delivery is this sender's before
+	// another may take it (default 2 min: longer than any attempt).
+	Lease time.Duration
+	// InFlight bounds the deliveries sent at once (default 64), and
+	// PerDestination those to one endpoint or channel (default 16).
+	InFlight       int
+	PerDestination int
+	// Poll is the longest wait without a wake-up (default 1 min): a
+	// fallback in case a notification was missed.
+	Poll   time.Duration
+	Logger *slog.Logger
+}
+
+// Sender delivers the outbox.
+type Sender struct {
+	cfg  Config
+	log  *slog.Logger
+	wake chan struct{}
+
+	mu       sync.Mutex
+	inflight map[string]int
+	total    int
+
+	cancel context.CancelFunc
+	loop   chan struct{}
+	sends  sync.WaitGroup
+}
+
+// NewSender returns a Sender; Start runs it.
+func NewSender(cfg Config) *Sender {
+	if cfg.Schedule == nil {
+		cfg.Schedule = DefaultSchedule
+	}
+	if cfg.Scale <= 0 {
+		cfg.Scale = 1
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = 2 * time.Minute
+	}
+	if cfg.InFlight <= 0 {
+		cfg.InFlight = 64
+	}
+	if cfg.PerDestination <= 0 {
+		cfg.PerDestination = 16
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = time.Minute
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Sender{cfg: cfg, log: log, wake: make(chan struct{}, 1), inflight: map[string]int{}}
+}
+
+// Wake tells the sender that deliveries may be due (a local commit, a
+// NOTIFY from another replica). It never blocks.
+func (s *Sender) Wake() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs the sender until Stop.
+func (s *Sender) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.loop = make(chan struct{})
+	go func() { defer close(s.loop); s.run(ctx) }()
+}
+
+// Stop stops claiming, and waits for the deliveries in flight until ctx
+// ends; those still unfinished are taken again after their lease.
+func (s *Sender) Stop(ctx context.Context) {
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	<-s.loop
+	done := make(chan struct{})
+	go func() { s.sends.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+func (s *Sender) run(ctx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		full, err := s.claim(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			s.log.Warn("claiming deliveries", "error", err)
+		}
+		wait := s.cfg.Poll
+		if err != nil {
+			wait = time.Second
+		} else if !full {
+			// Nothing more is due now: sleep until the next one is.
+			if at, ok, err := s.cfg.Store.NextDue(ctx); err != nil {
+				wait = time.Second
+			} else if ok {
+				wait = min(max(time.Until(at), 5*time.Millisecond), s.cfg.Poll)
+			}
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// claim takes what the free slots allow and sends it; full reports that
+// the slots (not the due rows) were the limit.
+func (s *Sender) claim(ctx context.Context) (full bool, err error) {
+	s.mu.Lock()
+	free := s.cfg.InFlight - s.total
+	var busy []string
+	for dest, n := range s.inflight {
+		if n >= s.cfg.PerDestination {
+			busy = append(busy, dest)
+		}
+	}
+	s.mu.Unlock()
+	if free <= 0 {
+		return true, nil
+	}
+	if busy == nil {
+		busy = []string{}
+	}
+	ds, err := s.cfg.Store.ClaimDeliveries(ctx, free, s.cfg.Lease, busy)
+	if err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	for i := range ds {
+		s.inflight[ds[i].Destination()]++
+		s.total++
+	}
+	s.mu.Unlock()
+	for i := range ds {
+		d := ds[i]
+		s.sends.Add(1)
+		go func() {
+			defer s.sends.Done()
+			s.deliver(&d)
+			s.mu.Lock()
+			dest := d.Destination()
+			if s.inflight[dest]--; s.inflight[dest] <= 0 {
+				delete(s.inflight, dest)
+			}
+			s.total--
+			s.mu.Unlock()
+			s.Wake()
+		}()
+	}
+	return len(ds) == free, nil
+}
+
+// deliver makes one attempt at d and records it.
+func (s *Sender) deliver(d *Delivery) {
+	// An attempt is not cut short by Stop: it ends within its lease.
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Lease-5*time.Second)
+	defer cancel()
+	start := time.Now()
+	var out Outcome
+	subj, err := s.cfg.Store.Subject(ctx, d)
+	ch := s.cfg.Channels[d.Channel]
+	switch {
+	case errors.Is(err, ErrNotFound):
+		out = Outcome{Err: errors.New("the task is gone"), Permanent: true}
+	case err != nil:
+		out = Outcome{Err: fmt.Errorf("reading the task: %w", err)}
+	case ch == nil:
+		out = Outcome{Err: fmt.Errorf("channel %s is not configured on this replica", d.Channel)}
+	default:
+		out = ch.Send(ctx, d, subj)
+	}
+	r := Result{Payload: out.Payload, StatusCode: out.StatusCode, DurationMS: time.Since(start).Milliseconds()}
+	switch {
+	case out.OK:
+		r.State = StateDelivered
+	case out.Permanent || d.Attempt > len(s.cfg.Schedule):
+		r.State = StateFailed
+	default:
+		r.State = StatePending
+		r.NextAt = time.Now().Add(s.backoff(d.Attempt, out.RetryAfter))
+	}
+	if out.Err != nil {
+		r.Error = out.Err.Error()
+	}
+	if out.Disable != "" && d.EndpointID != "" {
+		if err := s.cfg.Store.DisableEndpoint(ctx, d.EndpointID, out.Disable); err != nil {
+			s.log.Warn("disabling webhook endpoint", "endpoint", d.EndpointID, "error", err)
+		}
+	}
+	if err := s.cfg.Store.FinishDelivery(ctx, d, r); err != nil {
+		s.log.Warn("recording a delivery", "delivery", d.ID, "error", err)
+		return
+	}
+	lvl := slog.LevelDebug
+	if r.State != StateDelivered {
+		lvl = slog.LevelInfo
+	}
+	s.log.Log(ctx, lvl, "delivery", "delivery", d.ID, "event", d.Event, "channel", d.Channel, "attempt", d.Attempt,
+		"state", r.State, "status", r.StatusCode, "error", r.Error)
+}
+
+// backoff is the wait after failed attempt n (from 1): the receiver's
+// Retry-After when it gave one, else the schedule's, scaled, with ±20 %
+// jitter so that retries of many deliveries do not arrive together.
+func (s *Sender) backoff(n int, retryAfter time.Duration) time.Duration {
+	if retryAfter > 0 {
+		return min(retryAfter, 24*time.Hour)
+	}
+	base := s.cfg.Schedule[min(n, len(s.cfg.Schedule))-1]
+	d := float64(base) * s.cfg.Scale
+	d *= 0.8 + 0.4*rand.Float64()
+	return time.Duration(d)
+}

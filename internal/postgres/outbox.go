@@ -1,0 +1,379 @@
+package postgres
+
+// The outbox of notifications (SPEC §12): deliveries written in the
+// transaction of the event that causes them, claimed by the senders of
+// package notify on any replica.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/notify"
+	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
+)
+
+var _ notify.Store = (*Store)(nil)
+
+// ChannelOutbox announces that deliveries were written (package live
+// listens; the senders of every replica wake up).
+const ChannelOutbox = "gatehouse_outbox"
+
+// Audience is who is mailed when an interrupt of a kind is raised: users
+// who may decide it. Everyone: every approver allowed the kind; otherwise
+// those holding one of Roles (exactly: a caller expands cumulative roles)
+// or named in Users. SoD leaves out the task's creator.
+type Audience struct {
+	Everyone bool
+	Roles    []string
+	Users    []string
+	SoD      bool
+}
+
+// Outbox configures what the store writes to the outbox besides webhook
+// deliveries (written whenever endpoints exist).
+type Outbox struct {
+	// Email: mail the users who are to hear of an event (SMTP is set).
+	Email bool
+	// Audience says who may decide an interrupt of kind when raised
+	// (nil: every approver allowed the kind).
+	Audience func(kind string) Audience
+	// Slack: post raised interrupts to Slack.
+	Slack bool
+	// Wake is called after a commit that wrote deliveries (this replica's
+	// senders); other replicas hear of it through NOTIFY.
+	Wake func()
+}
+
+// SetOutbox configures the outbox; call it before the store is used
+// concurrently.
+func (s *Store) SetOutbox(o Outbox) { s.outbox = o }
+
+// outboxEvent is what one commit tells the outbox.
+type outboxEvent struct {
+	event       string
+	interruptID *uuid.UUID
+	kind        string
+	mode        string // deciders, creator, users, none
+	users       []string
+	ifDecided   bool
+}
+
+// commitEvent is the outbox event of an engine commit: a raised interrupt,
+// or the end of the task; nil for the rest.
+func commitEvent(c *graph.Commit) *outboxEvent {
+	if r := c.Raise; r != nil {
+		id, ok := parseID(r.ID)
+		if !ok {
+			return nil
+		}
+		return &outboxEvent{event: notify.EventRaised, interruptID: &id, kind: r.Kind, mode: "deciders"}
+	}
+	switch c.Status {
+	case graph.StatusSucceeded:
+		return &outboxEvent{event: notify.EventSucceeded, mode: "creator"}
+	case graph.StatusFailed:
+		return &outboxEvent{event: notify.EventFailed, mode: "creator"}
+	case graph.StatusCancelled:
+		return &outboxEvent{event: notify.EventCancelled, mode: "creator"}
+	}
+	return nil
+}
+
+func (s *Store) outboxParams(taskID uuid.UUID, ev *outboxEvent) dbsqlc.OutboxEnqueueParams {
+	p := dbsqlc.OutboxEnqueueParams{TaskID: taskID, Event: ev.event, InterruptID: ev.interruptID, Mode: ev.mode,
+		ToUsers: orNoKinds(ev.users), Kind: ev.kind, AnyDecider: true, DeciderRoles: []string{}, DeciderUsers: []string{},
+		Email: s.outbox.Email && ev.mode != "none", Slack: s.outbox.Slack && ev.event == notify.EventRaised,
+		IfDecided: ev.ifDecided}
+	if ev.mode == "deciders" && s.outbox.Audience != nil {
+		a := s.outbox.Audience(ev.kind)
+		p.AnyDecider, p.Sod = a.Everyone, a.SoD
+		p.DeciderRoles, p.DeciderUsers = orNoKinds(a.Roles), orNoKinds(a.Users)
+	}
+	return p
+}
+
+// queueOutbox queues the outbox rows of ev behind the statements of the
+// event in b (one transaction); *n receives how many were written.
+func (s *Store) queueOutbox(ctx context.Context, b *pgx.Batch, taskID uuid.UUID, ev *outboxEvent, n *int32) {
+	p := s.outboxParams(taskID, ev)
+	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.OutboxEnqueue(ctx, p); return err }).
+		QueryRow(func(row pgx.Row) error { return row.Scan(n) })
+}
+
+// enqueueTx writes the outbox rows of ev in the caller's transaction.
+func (s *Store) enqueueTx(ctx context.Context, q *dbsqlc.Queries, taskID uuid.UUID, ev *outboxEvent) (int32, error) {
+	return q.OutboxEnqueue(ctx, s.outboxParams(taskID, ev))
+}
+
+// outboxWritten wakes the senders after a commit that wrote n deliveries.
+func (s *Store) outboxWritten(ctx context.Context, n int32) {
+	if n <= 0 {
+		return
+	}
+	if s.outbox.Wake != nil {
+		s.outbox.Wake()
+	}
+	s.announce(ctx, note{ch: ChannelOutbox})
+}
+
+// EnqueueNotice writes the deliveries of an event that the store does not
+// commit itself (a reminder, an escalation, an expiry) in tx, the
+// transaction of that event: to is who is mailed (nil: nobody). Call
+// OutboxWritten after the commit with the count.
+func (s *Store) EnqueueNotice(ctx context.Context, tx pgx.Tx, event, taskID, interruptID string, to []string) (int32, error) {
+	tid, ok := parseID(taskID)
+	if !ok {
+		return 0, graph.ErrTaskNotFound
+	}
+	ev := &outboxEvent{event: event, mode: "users", users: to}
+	if to == nil {
+		ev.mode = "none"
+	}
+	if iid, ok := parseID(interruptID); ok {
+		ev.interruptID = &iid
+	}
+	return s.enqueueTx(ctx, s.q.WithTx(tx), tid, ev)
+}
+
+// OutboxWritten wakes the senders after EnqueueNotice's transaction
+// committed n deliveries.
+func (s *Store) OutboxWritten(ctx context.Context, n int32) { s.outboxWritten(ctx, n) }
+
+func deliveryFromRow(r dbsqlc.Outbox) notify.Delivery {
+	d := notify.Delivery{ID: r.ID.String(), Event: r.Event, TaskID: r.TaskID.String(), Seq: r.Seq, Channel: r.Channel,
+		Recipient: r.Recipient, State: r.State, Attempt: int(r.Attempts), NextAt: r.NextAt, Payload: r.Payload,
+		LastError: r.LastError, CreatedAt: r.CreatedAt, DeliveredAt: r.DeliveredAt}
+	if r.InterruptID != nil {
+		d.InterruptID = r.InterruptID.String()
+	}
+	if r.EndpointID != nil {
+		d.EndpointID = r.EndpointID.String()
+	}
+	return d
+}
+
+// ClaimDeliveries implements notify.Store.
+func (s *Store) ClaimDeliveries(ctx context.Context, max int, lease time.Duration, busy []string) ([]notify.Delivery, error) {
+	rows, err := s.q.OutboxClaim(ctx, dbsqlc.OutboxClaimParams{LeaseSeconds: lease.Seconds(), Busy: busy, MaxRows: int32(max)})
+	if err != nil {
+		return nil, fmt.Errorf("claim deliveries: %w", err)
+	}
+	out := make([]notify.Delivery, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, deliveryFromRow(r))
+	}
+	return out, nil
+}
+
+// FinishDelivery implements notify.Store.
+func (s *Store) FinishDelivery(ctx context.Context, d *notify.Delivery, r notify.Result) error {
+	id, ok := parseID(d.ID)
+	if !ok {
+		return notify.ErrNotFound
+	}
+	n, err := s.q.OutboxDone(ctx, dbsqlc.OutboxDoneParams{ID: id, Attempt: int32(d.Attempt), DurationMs: r.DurationMS,
+		StatusCode: int32(r.StatusCode), Ok: r.State == notify.StateDelivered, Error: r.Error, State: r.State,
+		NextAt: r.NextAt, Payload: r.Payload})
+	if err != nil {
+		return fmt.Errorf("finish delivery %s: %w", d.ID, err)
+	}
+	if n == 0 {
+		return notify.ErrLost
+	}
+	return nil
+}
+
+// NextDue implements notify.Store.
+func (s *Store) NextDue(ctx context.Context) (time.Time, bool, error) {
+	at, err := s.q.OutboxNextDue(ctx)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("next delivery: %w", err)
+	}
+	return at, true, nil
+}
+
+// Subject implements notify.Store.
+func (s *Store) Subject(ctx context.Context, d *notify.Delivery) (*notify.Subject, error) {
+	task, err := s.Task(ctx, d.TaskID)
+	if errors.Is(err, graph.ErrTaskNotFound) {
+		return nil, notify.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	subj := &notify.Subject{Task: task}
+	if d.InterruptID != "" {
+		itr, err := s.Interrupt(ctx, d.InterruptID)
+		if errors.Is(err, graph.ErrInterruptNotFound) {
+			return nil, notify.ErrNotFound
+		}
+		if err != nil {
+			return nil, err
+		}
+		subj.Interrupt = itr
+		decs, err := s.Decisions(ctx, d.TaskID)
+		if err != nil {
+			return nil, err
+		}
+		for i := range decs {
+			if decs[i].InterruptID == itr.ID {
+				subj.Decision = &decs[i]
+			}
+		}
+		if subj.Approvers, err = s.Approvals(ctx, itr.ID); err != nil {
+			return nil, err
+		}
+	}
+	if d.Channel == notify.ChannelEmail || d.Channel == notify.ChannelSlack {
+		if subj.Artifacts, err = s.Artifacts(ctx, d.TaskID); err != nil {
+			return nil, err
+		}
+	}
+	return subj, nil
+}
+
+func endpointFromRow(r dbsqlc.WebhookEndpoint) notify.Endpoint {
+	return notify.Endpoint{ID: r.ID.String(), URL: r.Url, Secret: r.Secret, Events: orNoKinds(r.Events), CreatedBy: r.CreatedBy,
+		CreatedAt: r.CreatedAt, DisabledAt: r.DisabledAt, DisabledReason: r.DisabledReason}
+}
+
+// Endpoint implements notify.Store.
+func (s *Store) Endpoint(ctx context.Context, id string) (*notify.Endpoint, error) {
+	uid, ok := parseID(id)
+	if !ok {
+		return nil, notify.ErrNotFound
+	}
+	r, err := s.q.WebhookGet(ctx, uid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notify.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get webhook %s: %w", id, err)
+	}
+	e := endpointFromRow(r)
+	return &e, nil
+}
+
+// DisableEndpoint implements notify.Store.
+func (s *Store) DisableEndpoint(ctx context.Context, id, reason string) error {
+	uid, ok := parseID(id)
+	if !ok {
+		return notify.ErrNotFound
+	}
+	return s.q.WebhookDisable(ctx, dbsqlc.WebhookDisableParams{ID: uid, Reason: reason})
+}
+
+// AddEndpoint stores a webhook endpoint (checked by the caller).
+func (s *Store) AddEndpoint(ctx context.Context, e notify.Endpoint, actor string) (*notify.Endpoint, error) {
+	r, err := s.q.WebhookInsert(ctx, dbsqlc.WebhookInsertParams{Url: e.URL, Secret: e.Secret, Events: orNoKinds(e.Events), Actor: actor})
+	if err != nil {
+		return nil, fmt.Errorf("add webhook: %w", err)
+	}
+	out := endpointFromRow(dbsqlc.WebhookEndpoint(r))
+	return &out, nil
+}
+
+// Endpoints lists the webhook endpoints, oldest first.
+func (s *Store) Endpoints(ctx context.Context) ([]notify.Endpoint, error) {
+	rows, err := s.q.WebhookList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list webhooks: %w", err)
+	}
+	out := make([]notify.Endpoint, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, endpointFromRow(r))
+	}
+	return out, nil
+}
+
+// RemoveEndpoint deletes an endpoint and its deliveries. Errors:
+// notify.ErrNotFound.
+func (s *Store) RemoveEndpoint(ctx context.Context, id, actor string) error {
+	uid, ok := parseID(id)
+	if !ok {
+		return notify.ErrNotFound
+	}
+	_, err := s.q.WebhookDelete(ctx, dbsqlc.WebhookDeleteParams{ID: uid, Actor: actor})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return notify.ErrNotFound
+	}
+	return err
+}
+
+// EndpointDeliveries lists an endpoint's latest deliveries (at most max)
+// with their attempts.
+func (s *Store) EndpointDeliveries(ctx context.Context, endpointID string, max int) ([]notify.Delivery, error) {
+	uid, ok := parseID(endpointID)
+	if !ok {
+		return nil, notify.ErrNotFound
+	}
+	rows, err := s.q.OutboxByEndpoint(ctx, dbsqlc.OutboxByEndpointParams{EndpointID: uid, MaxRows: int32(max)})
+	if err != nil {
+		return nil, fmt.Errorf("list deliveries: %w", err)
+	}
+	return s.withAttempts(ctx, rows)
+}
+
+// Delivery reads one delivery with its attempts. Errors: notify.ErrNotFound.
+func (s *Store) Delivery(ctx context.Context, id string) (*notify.Delivery, error) {
+	uid, ok := parseID(id)
+	if !ok {
+		return nil, notify.ErrNotFound
+	}
+	r, err := s.q.OutboxGet(ctx, uid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notify.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get delivery %s: %w", id, err)
+	}
+	ds, err := s.withAttempts(ctx, []dbsqlc.Outbox{r})
+	if err != nil {
+		return nil, err
+	}
+	return &ds[0], nil
+}
+
+func (s *Store) withAttempts(ctx context.Context, rows []dbsqlc.Outbox) ([]notify.Delivery, error) {
+	ids := make([]uuid.UUID, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	atts, err := s.q.OutboxAttempts(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("delivery attempts: %w", err)
+	}
+	by := map[uuid.UUID][]notify.Attempt{}
+	for _, a := range atts {
+		by[a.OutboxID] = append(by[a.OutboxID], notify.Attempt{Attempt: int(a.Attempt), At: a.At, DurationMS: a.DurationMs,
+			StatusCode: int(a.StatusCode), OK: a.Ok, Error: a.Error})
+	}
+	out := make([]notify.Delivery, len(rows))
+	for i, r := range rows {
+		out[i] = deliveryFromRow(r)
+		out[i].Attempts = by[r.ID]
+	}
+	return out, nil
+}
+
+// Redeliver makes a delivery due again at once, under the same id.
+// Errors: notify.ErrNotFound.
+func (s *Store) Redeliver(ctx context.Context, id string) error {
+	uid, ok := parseID(id)
+	if !ok {
+		return notify.ErrNotFound
+	}
+	if _, err := s.q.OutboxRedeliver(ctx, uid); errors.Is(err, pgx.ErrNoRows) {
+		return notify.ErrNotFound
+	} else if err != nil {
+		return fmt.Errorf("redeliver %s: %w", id, err)
+	}
+	s.outboxWritten(ctx, 1)
+	return nil
+}
