@@ -141,8 +141,8 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		handoff = run.Handoff
 	}
 	srv := web.New(web.Deps{Engine: engine, Store: store, Hub: hub, Wake: run.Wake, Handoff: handoff, Auth: authSvc, Decider: decider,
-		TrustProxy: cfg.Auth.TrustProxy,
-		Ready:      func(ctx context.Context) error { return postgres.Ready(ctx, pool) }, Logger: log.With("component", "http"),
+		TrustProxy: cfg.Auth.TrustProxy, CORSOrigins: cfg.CORSOrigins,
+		Ready: func(ctx context.Context) error { return postgres.Ready(ctx, pool) }, Logger: log.With("component", "http"),
 		Version: version, Metrics: met.Handler(), LLMProvider: provider.Name()})
 	met.WatchWebsockets(srv.OpenWebsockets)
 	addr, err := srv.Start(cfg.Addr)

@@ -29,6 +29,9 @@ type Config struct {
 	// HistoryRetention: serve prunes the checkpoint history of tasks that
 	// ended longer ago than this, hourly (0: keeps everything).
 	HistoryRetention time.Duration
+	// CORSOrigins are the browser origins allowed to call /langgraph
+	// (GATEHOUSE_CORS_ORIGINS, comma-separated exact origins, no "*").
+	CORSOrigins []string
 
 	Auth   Auth
 	LLM    LLM
@@ -113,6 +116,7 @@ var Vars = []Var{
 	{"GATEHOUSE_CLAIM_TTL", "30m", "how long a claim on an interrupt lasts; renewed while the holder's task page is open"},
 	{"GATEHOUSE_SESSION_IDLE", "12h", "a desk session unused this long ends"},
 	{"GATEHOUSE_SESSION_MAX", "168h", "a desk session ends this long after login, however busy"},
+	{"GATEHOUSE_CORS_ORIGINS", "none", "browser origins allowed to call /langgraph (Agent Inbox), comma-separated, e.g. https://dev.agentinbox.ai"},
 	{"GATEHOUSE_TRUST_PROXY", "false", "trust X-Forwarded-Proto/-For from a reverse proxy (Secure cookies, client address)"},
 	{"GATEHOUSE_HISTORY_RETENTION", "0: keep all", "serve prunes the checkpoint history of tasks ended longer ago than this, hourly (e.g. 720h)"},
 	{"GATEHOUSE_PUBLIC_URL", "unset", "base URL of the links in emails, Slack and webhooks, e.g. https://gatehouse.example.com (required with SMTP or Slack)"},
@@ -280,6 +284,11 @@ func Load(getenv func(string) string) (Config, error) {
 		},
 	}
 	errs = append(errs, c.Notify.validate()...)
+	origins, err := ParseOrigins(getenv("GATEHOUSE_CORS_ORIGINS"))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("GATEHOUSE_CORS_ORIGINS: %w", err))
+	}
+	c.CORSOrigins = origins
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		errs = append(errs, fmt.Errorf("GATEHOUSE_ADDR=%q: want host:port", c.Addr))
 	}
@@ -413,4 +422,26 @@ func ParseSMTPURL(raw string) (SMTP, error) {
 		s.Password, _ = u.User.Password()
 	}
 	return s, nil
+}
+
+// ParseOrigins reads a comma-separated list of exact browser origins
+// (scheme://host[:port], no path, no "*").
+func ParseOrigins(v string) ([]string, error) {
+	var out []string
+	for _, o := range strings.Split(v, ",") {
+		o = strings.TrimSpace(o)
+		if o == "" {
+			continue
+		}
+		if o == "*" {
+			return nil, errors.New(`"*" is not allowed: list the exact origins (scheme://host[:port])`)
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") ||
+			u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return nil, fmt.Errorf("%q: want an origin such as https://dev.agentinbox.ai (scheme://host[:port], no path)", o)
+		}
+		out = append(out, u.Scheme+"://"+u.Host)
+	}
+	return out, nil
 }

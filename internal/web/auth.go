@@ -20,6 +20,7 @@ import (
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/langgraph"
 )
 
 // Context keys.
@@ -298,7 +299,7 @@ const maxFormBody = 256 << 10
 func limitDeskBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
-		if p := r.URL.Path; p == apiPrefix || strings.HasPrefix(p, apiPrefix+"/") || r.Body == nil || r.Body == http.NoBody {
+		if p := r.URL.Path; p == apiPrefix || strings.HasPrefix(p, apiPrefix+"/") || langgraph.Owns(p) || r.Body == nil || r.Body == http.NoBody {
 			return next(c)
 		}
 		limit := int64(maxFormBody)

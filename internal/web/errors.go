@@ -12,6 +12,7 @@ import (
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/langgraph"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 )
 
@@ -193,6 +194,11 @@ type errorJSON struct {
 // the response has started. Logging is the request logger's job.
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
+		return
+	}
+	if langgraph.Owns(c.Request().URL.Path) {
+		// LangGraph's clients read {"detail"}.
+		langgraph.HandleError(err, c)
 		return
 	}
 	e := errorOf(err)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/gatehousehq/gatehouse/internal/langgraph"
 )
 
 // logRequests logs every request once it is answered: method, path, route,
@@ -26,7 +28,12 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 		attrs := []any{"method", r.Method, "path", r.URL.Path, "route", c.Path(), "status", status,
 			"duration", time.Since(start)}
 		level := slog.LevelInfo
-		if err != nil {
+		if err != nil && langgraph.Owns(r.URL.Path) {
+			if st, _ := langgraph.ErrorOf(err); st >= 500 {
+				level = slog.LevelError
+			}
+			attrs = append(attrs, "error", err)
+		} else if err != nil {
 			e := errorOf(err)
 			cause := error(e)
 			if e.Err != nil {

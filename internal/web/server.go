@@ -22,6 +22,7 @@ import (
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/langgraph"
 	"github.com/gatehousehq/gatehouse/internal/live"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 )
@@ -61,6 +62,9 @@ type Deps struct {
 	// LLMProvider is the LLM_PROVIDER in use; "scripted" puts the offline
 	// demo model's banner on task pages.
 	LLMProvider string
+	// CORSOrigins are the browser origins allowed to call /langgraph
+	// (GATEHOUSE_CORS_ORIGINS): Agent Inbox calls from the browser.
+	CORSOrigins []string
 }
 
 // apiPrefix is where the JSON API lives.
@@ -111,6 +115,8 @@ type Server struct {
 	metrics http.Handler
 
 	llmProvider string
+	// lg is the LangGraph Agent Server API under /langgraph (SPEC §14).
+	lg *langgraph.API
 }
 
 // New builds the server and its routes.
@@ -147,15 +153,21 @@ func New(d Deps) *Server {
 		},
 	}
 
+	s.lg = langgraph.New(langgraph.Deps{Engine: d.Engine, Store: d.Store, Hub: d.Hub, Auth: s.auth, Decider: s.decider,
+		Wake: d.Wake, Handoff: d.Handoff, CORSOrigins: d.CORSOrigins, Closing: s.closing,
+		Logger: log.With("component", "langgraph"), Version: d.Version})
+
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
 	// Pre-routing, so that authentication precedes everything about an API
 	// request (an unknown API route is 401 before it is 404) without a
-	// group catch-all that would turn 405s into 404s.
-	e.Pre(s.logRequests, s.recoverPanics, securityHeaders, onAPI(s.authenticate), onAPI(limitBody), limitDeskBody)
+	// group catch-all that would turn 405s into 404s. /langgraph does its
+	// own CORS, authentication and limits (s.lg.Pre).
+	e.Pre(s.logRequests, s.recoverPanics, securityHeaders, s.lg.Pre, onAPI(s.authenticate), onAPI(limitBody), limitDeskBody)
 	s.e = e
 	s.routes()
+	s.lg.Register(e)
 	return s
 }
 

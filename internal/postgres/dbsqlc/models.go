@@ -97,6 +97,30 @@ type Interrupt struct {
 	ResolvedAt *time.Time
 }
 
+type LgRun struct {
+	ID                uuid.UUID
+	ThreadID          uuid.UUID
+	AssistantID       uuid.UUID
+	Status            string
+	AfterSeq          int64
+	EndSeq            *int64
+	StartStep         int32
+	Metadata          json.RawMessage
+	Kwargs            json.RawMessage
+	MultitaskStrategy string
+	CreatedBy         string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
+type LgThread struct {
+	ID        uuid.UUID
+	Metadata  json.RawMessage
+	CreatedBy string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
 type LoginAttempt struct {
 	ID       int64
 	Username string

@@ -1,0 +1,121 @@
+-- The LangGraph API's threads and runs (SPEC §14). A thread's status comes
+-- from its task's: none or succeeded/cancelled idle, queued/running busy,
+-- waiting interrupted, failed error.
+
+-- name: LGThreadInsert :one
+INSERT INTO lg_threads (id, metadata, created_by)
+VALUES (@id, @metadata, @created_by)
+ON CONFLICT (id) DO NOTHING
+RETURNING id;
+
+-- LGThreadAdopt gives a task started elsewhere its thread row (a run needs
+-- one), with the metadata it was shown with.
+-- name: LGThreadAdopt :exec
+INSERT INTO lg_threads (id, metadata, created_by, created_at)
+SELECT t.id, @metadata::jsonb, t.created_by, t.created_at FROM tasks t WHERE t.id = @id
+ON CONFLICT (id) DO NOTHING;
+
+-- name: LGThreadMergeMetadata :exec
+UPDATE lg_threads SET metadata = metadata || @patch::jsonb, updated_at = now() WHERE id = @id;
+
+-- name: LGThreadGet :one
+SELECT th.id, th.metadata, th.created_at, GREATEST(th.updated_at, t.updated_at)::timestamptz AS updated_at,
+       t.status AS task_status, t.workflow AS task_workflow, t.event_seq AS task_event_seq
+FROM lg_threads th LEFT JOIN tasks t ON t.id = th.id
+WHERE th.id = @id
+UNION ALL
+SELECT t.id, jsonb_build_object('graph_id', t.workflow, 'assistant_id', @assistants::jsonb ->> t.workflow),
+       t.created_at, t.updated_at, t.status, t.workflow, t.event_seq
+FROM tasks t
+WHERE t.id = @id AND NOT EXISTS (SELECT 1 FROM lg_threads x WHERE x.id = t.id);
+
+-- LGThreadSearch filters and pages threads; total is the number matching
+-- before limit and offset.
+-- name: LGThreadSearch :many
+WITH th AS (
+    SELECT th.id, th.metadata, th.created_at, GREATEST(th.updated_at, t.updated_at)::timestamptz AS updated_at,
+           t.status AS task_status, t.workflow AS task_workflow
+    FROM lg_threads th LEFT JOIN tasks t ON t.id = th.id
+    UNION ALL
+    SELECT t.id, jsonb_build_object('graph_id', t.workflow, 'assistant_id', @assistants::jsonb ->> t.workflow),
+           t.created_at, t.updated_at, t.status, t.workflow
+    FROM tasks t
+    WHERE NOT EXISTS (SELECT 1 FROM lg_threads x WHERE x.id = t.id)
+), s AS (
+    SELECT th.*, CASE
+            WHEN th.task_status IN ('queued', 'running') THEN 'busy'
+            WHEN th.task_status = 'waiting' THEN 'interrupted'
+            WHEN th.task_status = 'failed' THEN 'error'
+            ELSE 'idle' END::text AS status
+    FROM th
+)
+SELECT s.id, s.metadata, s.created_at, s.updated_at, s.task_status, s.task_workflow, count(*) OVER ()::bigint AS total
+FROM s
+WHERE (@status::text = '' OR s.status = @status::text)
+  AND s.metadata @> @metadata::jsonb
+  AND (cardinality(@ids::uuid[]) = 0 OR s.id = ANY (@ids::uuid[]))
+ORDER BY
+    CASE WHEN @sort_by::text = 'created_at' AND @descending::bool THEN s.created_at END DESC,
+    CASE WHEN @sort_by::text = 'created_at' AND NOT @descending::bool THEN s.created_at END ASC,
+    CASE WHEN @sort_by::text = 'updated_at' AND @descending::bool THEN s.updated_at END DESC,
+    CASE WHEN @sort_by::text = 'updated_at' AND NOT @descending::bool THEN s.updated_at END ASC,
+    CASE WHEN @sort_by::text = 'status' AND @descending::bool THEN s.status END DESC,
+    CASE WHEN @sort_by::text = 'status' AND NOT @descending::bool THEN s.status END ASC,
+    CASE WHEN @descending::bool THEN s.id END DESC,
+    s.id ASC
+LIMIT @max_rows::int OFFSET @skip::int;
+
+-- LGRunInsert starts a run after the task's last event (0: no task yet)
+-- at its current checkpoint step. A second active run of the thread
+-- violates lg_runs_one_active_idx.
+-- name: LGRunInsert :one
+INSERT INTO lg_runs (id, thread_id, assistant_id, after_seq, start_step, metadata, kwargs, multitask_strategy, created_by)
+SELECT @id, @thread_id, @assistant_id, COALESCE((SELECT t.event_seq FROM tasks t WHERE t.id = @thread_id), 0),
+       COALESCE((SELECT c.step FROM workflow_checkpoints c WHERE c.task_id = @thread_id), 0),
+       @metadata, @kwargs, @multitask_strategy, @created_by
+RETURNING *;
+
+-- name: LGRunDelete :exec
+DELETE FROM lg_runs WHERE id = @id;
+
+-- LGRunsSettle ends the thread's active runs whose end is in the task's
+-- events: the first event after the run's start that made the task wait
+-- (success), end (success, or interrupted when cancelled) or fail (error).
+-- name: LGRunsSettle :exec
+WITH ends AS (
+    SELECT r.id, e.seq, e.type, e.created_at
+    FROM lg_runs r
+    CROSS JOIN LATERAL (
+        SELECT te.seq, te.type, te.created_at FROM task_events te
+        WHERE te.task_id = r.thread_id AND te.seq > r.after_seq
+          AND te.type IN ('task.waiting', 'task.completed', 'task.failed', 'task.cancelled')
+        ORDER BY te.seq LIMIT 1) e
+    WHERE r.thread_id = @thread_id AND r.status IN ('pending', 'running')
+)
+UPDATE lg_runs r
+SET status = CASE ends.type WHEN 'task.failed' THEN 'error' WHEN 'task.cancelled' THEN 'interrupted' ELSE 'success' END,
+    end_seq = ends.seq, updated_at = ends.created_at
+FROM ends
+WHERE r.id = ends.id;
+
+-- LGRunSettle ends one run as status at end_seq (a run that decided
+-- nothing new: its interrupt still waits for other approvers).
+-- name: LGRunSettle :exec
+UPDATE lg_runs SET status = @status, end_seq = @end_seq, updated_at = now()
+WHERE id = @id AND status IN ('pending', 'running');
+
+-- name: LGRunGet :one
+SELECT r.*, t.status AS task_status
+FROM lg_runs r LEFT JOIN tasks t ON t.id = r.thread_id
+WHERE r.thread_id = @thread_id AND r.id = @id;
+
+-- name: LGRunList :many
+SELECT r.*, t.status AS task_status
+FROM lg_runs r LEFT JOIN tasks t ON t.id = r.thread_id
+WHERE r.thread_id = @thread_id
+  AND (@status::text = '' OR (CASE WHEN r.status = 'pending' AND t.status = 'running' THEN 'running' ELSE r.status END) = @status::text)
+ORDER BY r.created_at DESC, r.id DESC
+LIMIT @max_rows::int OFFSET @skip::int;
+
+-- name: LGTaskEventSeq :one
+SELECT event_seq FROM tasks WHERE id = @id;
