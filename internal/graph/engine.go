@@ -221,6 +221,7 @@ type execution[S any] struct {
 	fence int64
 	opts  Options
 	drain <-chan struct{}
+	codec stateCodec[S]
 }
 
 func (g *Graph[S]) initial(input json.RawMessage, opts Options) (json.RawMessage, error) {
@@ -252,7 +253,8 @@ func (g *Graph[S]) run(ctx context.Context, e *Engine, snap *Snapshot, fence int
 	if snap.Task.Status.Terminal() {
 		return Outcome{Status: snap.Task.Status, Error: snap.Task.Error}, nil
 	}
-	x := &execution[S]{g: g, e: e, task: snap.Task, cp: snap.Checkpoint, fence: fence, drain: drain}
+	x := &execution[S]{g: g, e: e, task: snap.Task, cp: snap.Checkpoint, fence: fence, drain: drain,
+		codec: stateCodec[S]{fields: g.stringFields}}
 	x.cp.Iterations = maps.Clone(x.cp.Iterations)
 	if x.cp.Iterations == nil {
 		x.cp.Iterations = map[string]int{}
@@ -261,8 +263,8 @@ func (g *Graph[S]) run(ctx context.Context, e *Engine, snap *Snapshot, fence int
 	if x.opts, err = ParseOptions(snap.Task.Options); err != nil {
 		return Outcome{}, &StateError{TaskID: x.task.ID, Err: err}
 	}
-	var s S
-	if err := json.Unmarshal(x.cp.State, &s); err != nil {
+	s, err := x.codec.decode(x.cp.State)
+	if err != nil {
 		return Outcome{}, &StateError{TaskID: x.task.ID, Err: err}
 	}
 	if x.cp.NextNode != END && g.nodes[x.cp.NextNode] == nil {
@@ -355,7 +357,7 @@ func (x *execution[S]) approved(n *node[S], s S) (S, error) {
 }
 
 func (x *execution[S]) setState(s S) error {
-	b, err := json.Marshal(s)
+	b, err := x.codec.encode(s)
 	if err != nil {
 		return Permanent(fmt.Errorf("marshal state: %w", err))
 	}
@@ -565,8 +567,8 @@ func (x *execution[S]) runNode(ctx context.Context, n *node[S], s S, iteration i
 		if attempt > 1 {
 			// A failed try may have changed shared parts of the state: start
 			// again from the last checkpoint's copy.
-			var fresh S
-			if err := json.Unmarshal(x.cp.State, &fresh); err != nil {
+			fresh, err := x.codec.decode(x.cp.State)
+			if err != nil {
 				return s, &NodeRun{}, Permanent(err)
 			}
 			in = fresh

@@ -219,6 +219,7 @@ func (b *Builder[S]) InputSchema(schema json.RawMessage) *Builder[S] {
 // reachable from the entry and has a way out.
 func (b *Builder[S]) Compile() (*Graph[S], error) {
 	g := b.g
+	g.stringFields = stringFields[S]()
 	errs := slices.Clone(b.errs)
 	if g.name == "" {
 		errs = append(errs, errors.New("graph has no name"))
@@ -298,6 +299,8 @@ type Graph[S any] struct {
 	init                     func(json.RawMessage, Options) (S, error)
 	result                   func(S) any
 	inputSchema              json.RawMessage
+	// stringFields are the state's fields the state codec may treat apart.
+	stringFields []stringField
 }
 
 // Name is the workflow's name.

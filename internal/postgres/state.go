@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+
+	"github.com/gatehousehq/gatehouse/internal/jsonobj"
 )
 
 // Large states (00050_state_blobs.sql). A top-level field of a state whose
@@ -16,133 +18,6 @@ import (
 // fields in `state` and the addresses in `state_refs`. Below blobMin a
 // field costs less inline than a blob row and its index entry.
 const blobMin = 2048
-
-// member is one top-level member of a JSON object: its key as written
-// (quotes and escapes included) and its value.
-type member struct {
-	key, val []byte
-}
-
-// splitObject returns the members of the JSON object b, or false when b is
-// not an object it can split (then the state is stored whole, as before).
-// It only finds the members' bounds: b comes from encoding/json, or from a
-// jsonb column, and PostgreSQL validates what is stored.
-func splitObject(b []byte) ([]member, bool) {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return nil, false
-	}
-	var out []member
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return out, skipSpace(b, i+1) == len(b)
-	}
-	end := func(i int) ([]member, bool) {
-		if skipSpace(b, i) != len(b) {
-			return nil, false
-		}
-		return out, true
-	}
-	for {
-		if i >= len(b) || b[i] != '"' {
-			return nil, false
-		}
-		ke, ok := skipString(b, i)
-		if !ok {
-			return nil, false
-		}
-		key := b[i:ke]
-		i = skipSpace(b, ke)
-		if i >= len(b) || b[i] != ':' {
-			return nil, false
-		}
-		vs := skipSpace(b, i+1)
-		ve, ok := skipValue(b, vs)
-		if !ok {
-			return nil, false
-		}
-		out = append(out, member{key: key, val: b[vs:ve]})
-		i = skipSpace(b, ve)
-		if i >= len(b) {
-			return nil, false
-		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case '}':
-			return end(i + 1)
-		default:
-			return nil, false
-		}
-	}
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index just past the string that starts at b[i].
-// A quote ends the string unless an odd number of backslashes precedes it.
-func skipString(b []byte, i int) (int, bool) {
-	j := i + 1
-	for {
-		k := bytes.IndexByte(b[j:], '"')
-		if k < 0 {
-			return 0, false
-		}
-		j += k
-		n := 0
-		for p := j - 1; p > i && b[p] == '\\'; p-- {
-			n++
-		}
-		j++
-		if n%2 == 0 {
-			return j, true
-		}
-	}
-}
-
-// skipValue returns the index just past the value that starts at b[i].
-func skipValue(b []byte, i int) (int, bool) {
-	if i >= len(b) {
-		return 0, false
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); {
-			switch b[j] {
-			case '"':
-				e, ok := skipString(b, j)
-				if !ok {
-					return 0, false
-				}
-				j = e
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1, true
-				}
-			}
-			j++
-		}
-		return 0, false
-	default: // number, true, false, null
-		j := i
-		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
-			j++
-		}
-		return j, j > i
-	}
-}
 
 // blob is one large field of a state.
 type blob struct {
@@ -154,13 +29,13 @@ type blob struct {
 // splitState divides a state into what stays inline and its large fields.
 // A state it cannot split stays whole.
 func splitState(state []byte) (inline []byte, blobs []blob) {
-	ms, ok := splitObject(state)
+	ms, ok := jsonobj.Split(state)
 	if !ok {
 		return state, nil
 	}
 	big := 0
 	for _, m := range ms {
-		if len(m.val) >= blobMin {
+		if len(m.Val) >= blobMin {
 			big++
 		}
 	}
@@ -171,20 +46,20 @@ func splitState(state []byte) (inline []byte, blobs []blob) {
 	var sb bytes.Buffer
 	sb.WriteByte('{')
 	for _, m := range ms {
-		if len(m.val) >= blobMin {
+		if len(m.Val) >= blobMin {
 			var key string
-			if err := json.Unmarshal(m.key, &key); err != nil {
+			if err := json.Unmarshal(m.Key, &key); err != nil {
 				return state, nil
 			}
-			blobs = append(blobs, blob{key: key, val: m.val})
+			blobs = append(blobs, blob{key: key, val: m.Val})
 			continue
 		}
 		if sb.Len() > 1 {
 			sb.WriteByte(',')
 		}
-		sb.Write(m.key)
+		sb.Write(m.Key)
 		sb.WriteByte(':')
-		sb.Write(m.val)
+		sb.Write(m.Val)
 	}
 	sb.WriteByte('}')
 	return sb.Bytes(), blobs
@@ -222,7 +97,7 @@ func joinState(inline, refs json.RawMessage, keys, vals []string) (json.RawMessa
 		sort.Strings(missing)
 		return nil, fmt.Errorf("state_refs: the blobs of fields %q are missing", missing)
 	}
-	ms, ok := splitObject(inline)
+	ms, ok := jsonobj.Split(inline)
 	if !ok {
 		return nil, fmt.Errorf("state is not an object but names large fields %v", keys)
 	}
@@ -237,14 +112,14 @@ func joinState(inline, refs json.RawMessage, keys, vals []string) (json.RawMessa
 		if out.Len() > 1 {
 			out.WriteByte(',')
 		}
-		out.Write(m.key)
+		out.Write(m.Key)
 		out.WriteByte(':')
-		out.Write(m.val)
-		if bytes.IndexByte(m.key, '\\') < 0 {
-			have[string(m.key[1:len(m.key)-1])] = true
+		out.Write(m.Val)
+		if bytes.IndexByte(m.Key, '\\') < 0 {
+			have[string(m.Key[1:len(m.Key)-1])] = true
 		} else {
 			var k string
-			if json.Unmarshal(m.key, &k) == nil {
+			if json.Unmarshal(m.Key, &k) == nil {
 				have[k] = true
 			}
 		}

@@ -53,7 +53,7 @@ func TestStoreLargeStateFields(t *testing.T) {
 	}
 	ctx := context.Background()
 	doc := prose(64 << 10)
-	in, _ := json.Marshal(sizedState{Doc: doc})
+	in, _ := json.Marshal(map[string]string{"doc": doc})
 	task, err := e.Create(ctx, graph.NewTask{Workflow: "revised", Input: in})
 	if err != nil {
 		t.Fatal(err)
