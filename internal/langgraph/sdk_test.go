@@ -1,0 +1,135 @@
+package langgraph_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+)
+
+// The official JS SDK, at the version pinned in testdata/sdk/package.json
+// and at 1.9.28 (the one Agent Inbox ships), under the package names the
+// lockfile installs them as.
+var sdkPackages = []string{"@langchain/langgraph-sdk", "langgraph-sdk-1.9.28"}
+
+// TestOfficialJSSDK runs testdata/sdk/sdk.test.mjs, once per SDK version,
+// against a real `gatehouse serve` process on a fresh database.
+func TestOfficialJSSDK(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed: this test drives gatehouse with the official LangGraph JS SDK " +
+			"(apt-get install nodejs npm; .ci/run does)")
+	}
+	dir, err := filepath.Abs("testdata/sdk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@langchain", "langgraph-sdk")); err != nil {
+		npm, lerr := exec.LookPath("npm")
+		if lerr != nil {
+			t.Fatalf("testdata/sdk/node_modules is missing and npm is not installed: run npm ci there")
+		}
+		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("npm ci in testdata/sdk: %v\n%s", err, out)
+		}
+	}
+	bin := filepath.Join(t.TempDir(), "gatehouse")
+	build := exec.Command("go", "build", "-o", bin, "../../cmd/web")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	script := filepath.Join(t.TempDir(), "llm.json")
+	// sdd's architect answers too shortly (its task fails); slogan's writer
+	// is slow enough to find its thread busy and cancel it.
+	if err := os.WriteFile(script, []byte(`{"roles": {"sdd.architect": ["too short"]}, "delays": {"slogan.writer": "4s"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, pkg := range sdkPackages {
+		t.Run(pkg, func(t *testing.T) {
+			base := serve(t, bin, script)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, node, "sdk.test.mjs")
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "GATEHOUSE_API_URL="+base+"/langgraph", "GATEHOUSE_API_KEY="+testToken,
+				"SDK_PACKAGE="+pkg, "GATEHOUSE_WORKFLOWS=analyze,feature,pm,sdd,slogan",
+				"LANGGRAPH_API_KEY=", "LANGSMITH_API_KEY=", "LANGCHAIN_API_KEY=")
+			out, err := cmd.CombinedOutput()
+			t.Logf("node sdk.test.mjs (%s):\n%s", pkg, out)
+			if err != nil {
+				t.Fatalf("the SDK test failed: %v", err)
+			}
+		})
+	}
+}
+
+var servingAddr = regexp.MustCompile(`msg="gatehouse serving" addr=(\S+)`)
+
+// serve starts `gatehouse serve` on a fresh database and a free port and
+// returns its base URL; the process is stopped at cleanup.
+func serve(t *testing.T, bin, script string) string {
+	t.Helper()
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+pgtest.NewDB(t), "GATEHOUSE_ADDR=127.0.0.1:0",
+		"GATEHOUSE_BOOTSTRAP_TOKEN="+testToken, "GATEHOUSE_ADMIN_PASSWORD=sdk-test-password-1", "GATEHOUSE_WORKERS=4",
+		"LLM_PROVIDER=scripted", "LLM_SCRIPT_FILE="+script, "GATEHOUSE_CORS_ORIGINS="+allowOrigin)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = cmd.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	addr := make(chan string, 1)
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			logs.WriteString(line + "\n")
+			if m := servingAddr.FindStringSubmatch(line); m != nil {
+				select {
+				case addr <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		<-drained
+		if t.Failed() {
+			t.Logf("gatehouse serve log:\n%s", logs.String())
+		}
+	})
+	select {
+	case a := <-addr:
+		return fmt.Sprintf("http://%s", a)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("gatehouse serve did not start:\n%s", logs.String())
+		return ""
+	}
+}
