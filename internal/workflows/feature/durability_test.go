@@ -649,7 +649,7 @@ func TestDurabilityBadInputChangesNothing(t *testing.T) {
 		} {
 			p := setup(t)
 			id, _ := waiting(p)
-			p.exec(`UPDATE workflow_checkpoints SET state = $2::jsonb WHERE task_id = $1`, id, state)
+			p.exec(`UPDATE workflow_checkpoints SET state = $2::jsonb, state_refs = '{}' WHERE task_id = $1`, id, state)
 			p.unchanged("Run of malformed state "+state, func() {
 				_, err := p.engine().Run(ctxFor(t), id, 0)
 				var se *graph.StateError

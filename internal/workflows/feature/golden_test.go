@@ -140,7 +140,8 @@ func TestGoldenCheckpoint(t *testing.T) {
 	goldenTask := func(p *pgEnv, options string) string {
 		id := p.create(options)
 		iters, _ := json.Marshal(goldenIterations())
-		p.exec(`UPDATE workflow_checkpoints SET state = $2::jsonb, last_node_id = 'plan', next_node_id = $3,
+		// a row as written before 00050_state_blobs: the whole state in state
+		p.exec(`UPDATE workflow_checkpoints SET state = $2::jsonb, state_refs = '{}', last_node_id = 'plan', next_node_id = $3,
 			iterations = $4::jsonb WHERE task_id = $1`, id, string(raw), feature.NodeValidatePlanTasks, string(iters))
 		p.exec(`UPDATE tasks SET current_node = $2 WHERE id = $1`, id, feature.NodeValidatePlanTasks)
 		return id
@@ -186,7 +187,7 @@ func TestGoldenCheckpoint(t *testing.T) {
 		id := p.create(`{"gates": {"allowPrd": true, "allowPlan": false, "allowMerge": true}}`)
 		itr := p.waitsAt(id, "plan", "plan", 1)
 		iters, _ := json.Marshal(goldenIterations())
-		p.exec(`UPDATE workflow_checkpoints SET state = $2::jsonb, iterations = $3::jsonb WHERE task_id = $1`,
+		p.exec(`UPDATE workflow_checkpoints SET state = $2::jsonb, state_refs = '{}', iterations = $3::jsonb WHERE task_id = $1`,
 			id, string(raw), string(iters))
 		p.decide(id, itr, graph.ActionApprove, "")
 		res := p.succeeds(id)

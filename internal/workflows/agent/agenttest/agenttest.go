@@ -303,7 +303,8 @@ func (e *Env) Exec(sql string, args ...any) {
 func (e *Env) Plant(id string, state []byte, lastNode, next string, iterations map[string]int) {
 	e.T.Helper()
 	iters, _ := json.Marshal(iterations)
-	e.Exec(`UPDATE workflow_checkpoints SET state = $2::jsonb, last_node_id = $3, next_node_id = $4,
+	// A row as written before 00050_state_blobs: the whole state in state.
+	e.Exec(`UPDATE workflow_checkpoints SET state = $2::jsonb, state_refs = '{}', last_node_id = $3, next_node_id = $4,
 		iterations = $5::jsonb WHERE task_id = $1`, id, string(state), lastNode, next, string(iters))
 	e.Exec(`UPDATE tasks SET current_node = $2 WHERE id = $1`, id, next)
 }
