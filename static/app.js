@@ -18,6 +18,22 @@
     return max / 2 + Math.random() * max / 2;
   };
 
+  // A page whose reader picked a version or a diff no longer shows the
+  // default artifact view, but the socket it opened still brings that
+  // view's updates until it reconnects: drop them here, so htmx does not
+  // report a swap with no target (htmx:oobErrorNoTarget).
+  htmx.defineExtension("gh-live", {
+    transformResponse: function (text) {
+      if (text.indexOf("#artifact-view.follows-latest") < 0 || document.querySelector("#artifact-view.follows-latest")) {
+        return text;
+      }
+      var t = document.createElement("template");
+      t.innerHTML = text;
+      t.content.querySelectorAll('[hx-swap-oob="outerHTML:#artifact-view.follows-latest"]').forEach(function (e) { e.remove(); });
+      return t.innerHTML;
+    }
+  });
+
   function liveElement() {
     return document.getElementById("live");
   }
@@ -171,5 +187,38 @@
       btn.textContent = "Copied";
       setTimeout(function () { btn.textContent = was; }, 1500);
     });
+  });
+})();
+
+// Fields with a length limit say how much is left and, when over it, say
+// so and refuse to submit, instead of cutting the text (maxlength would).
+// A pattern field says in words what it wants.
+(function () {
+  "use strict";
+  function check(el) {
+    var max = parseInt(el.dataset.maxlength, 10);
+    var out = document.querySelector('[data-count-for="' + el.id + '"]');
+    var n = Array.from(el.value).length;
+    var msg = "";
+    if (max && n > max) {
+      msg = "This is " + (n - max) + " characters over the limit of " + max + "; shorten it (nothing was cut).";
+    }
+    el.setCustomValidity(msg);
+    if (out) {
+      out.textContent = msg || (n + " of " + max + " characters");
+      out.classList.toggle("over", !!msg);
+    }
+  }
+  document.addEventListener("input", function (e) {
+    var el = e.target;
+    if (!el.dataset) return;
+    if (el.dataset.maxlength) check(el);
+    if (el.dataset.patternMessage && !el.validationMessage.startsWith("This is ")) {
+      el.setCustomValidity("");
+      if (el.validity.patternMismatch) el.setCustomValidity(el.dataset.patternMessage);
+    }
+  });
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("[data-maxlength]").forEach(function (el) { if (el.value) check(el); });
   });
 })();

@@ -153,10 +153,13 @@ type NewTask struct {
 	Workflows []WorkflowChoice
 	Workflow  string
 	// Description of the chosen workflow.
-	About     string
-	Title     string
-	TitleErr  string
-	Fields    []Field
+	About    string
+	Title    string
+	TitleErr string
+	Fields   []Field
+	// Options are the workflow's task options other than gates
+	// (slogan's max_turns and human_reviewer, sdd's max_revisions, …).
+	Options   []Field
 	Gates     []GateSwitch
 	FormError string
 	// Multipart is set when a field uploads files.
@@ -197,6 +200,8 @@ type Field struct {
 	Min, Max  string
 	Step      string
 	Error     string
+	// Pattern is the schema's pattern; PatternMessage says it in words.
+	Pattern, PatternMessage string
 }
 
 // GateSwitch asks whether a gate waits for a human.

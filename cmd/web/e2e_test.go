@@ -24,6 +24,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/gatehousehq/gatehouse/internal/browsertest"
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
 )
@@ -46,6 +47,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	browsertest.Close()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

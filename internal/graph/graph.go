@@ -215,6 +215,13 @@ func (b *Builder[S]) InputSchema(schema json.RawMessage) *Builder[S] {
 	return b
 }
 
+// OptionsSchema attaches the JSON Schema of the task options the workflow
+// reads (gates, limits, …): the start form offers a field for each.
+func (b *Builder[S]) OptionsSchema(schema json.RawMessage) *Builder[S] {
+	b.g.optionsSchema = schema
+	return b
+}
+
 // Compile checks the graph: every edge names a node, every node is
 // reachable from the entry and has a way out.
 func (b *Builder[S]) Compile() (*Graph[S], error) {
@@ -299,6 +306,7 @@ type Graph[S any] struct {
 	init                     func(json.RawMessage, Options) (S, error)
 	result                   func(S) any
 	inputSchema              json.RawMessage
+	optionsSchema            json.RawMessage
 	// stringFields are the state's fields the state codec may treat apart.
 	stringFields []stringField
 }
@@ -350,13 +358,17 @@ type Description struct {
 	Edges       []EdgeInfo      `json:"edges"`
 	Gates       []GateInfo      `json:"gates"`
 	InputSchema json.RawMessage `json:"input_schema"`
-	Mermaid     string          `json:"mermaid"`
+	// OptionsSchema is the task options' JSON Schema, when the workflow
+	// declares one.
+	OptionsSchema json.RawMessage `json:"options_schema,omitempty"`
+	Mermaid       string          `json:"mermaid"`
 }
 
 // Describe reports the graph's nodes, edges and gates as data.
 func (g *Graph[S]) Describe() Description {
 	d := Description{Name: g.name, Title: g.title, Description: g.description, Entry: g.entry,
-		Nodes: []NodeInfo{}, Edges: []EdgeInfo{}, Gates: []GateInfo{}, InputSchema: g.inputSchema}
+		Nodes: []NodeInfo{}, Edges: []EdgeInfo{}, Gates: []GateInfo{}, InputSchema: g.inputSchema,
+		OptionsSchema: g.optionsSchema}
 	if d.Title == "" {
 		d.Title = g.name
 	}

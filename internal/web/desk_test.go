@@ -152,8 +152,15 @@ func TestDeskNewTaskForm(t *testing.T) {
 	}
 	status, _, body := e.postForm(t, "/tasks/new", url.Values{"workflow": {"feature"}, "input.description": {"ok"},
 		"input.name": {strings.Repeat("n", 101)}, "title": {"t"}}, false, "")
-	if status != http.StatusUnprocessableEntity || !strings.Contains(body, "Keep this under 100 characters") {
+	if status != http.StatusUnprocessableEntity || !strings.Contains(body, "This is 1 character over the limit of 100 (it has 101)") {
 		t.Fatalf("long name: %d", status)
+	}
+	// The schema's pattern, with its message in words; nothing started.
+	status, _, body = e.postForm(t, "/tasks/new", url.Values{"workflow": {"feature"}, "input.description": {"ok"},
+		"input.name": {"CSV Export"}}, false, "")
+	if status != http.StatusUnprocessableEntity || !strings.Contains(body, "Use kebab-case: lower-case letters and digits") ||
+		!strings.Contains(body, `value="CSV Export"`) {
+		t.Fatalf("name not kebab-case: %d", status)
 	}
 	if status, _, _ := e.postForm(t, "/tasks/new", url.Values{"workflow": {"nope"}}, false, ""); status != http.StatusNotFound {
 		t.Fatalf("unknown workflow: %d", status)

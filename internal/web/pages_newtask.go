@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode"
@@ -41,6 +42,12 @@ type schemaProp struct {
 	Items       *schemaProp           `json:"items"`
 	Properties  map[string]schemaProp `json:"properties"`
 	MaxItems    int                   `json:"maxItems"`
+	Pattern     string                `json:"pattern"`
+	// ErrorMessage says what Pattern wants, in words (an annotation
+	// ajv-errors made common).
+	ErrorMessage string `json:"errorMessage"`
+	// properties in written order (schemaForm fills it).
+	order []string
 }
 
 // fileObject reports an object of a file's name and text content: the
@@ -74,11 +81,15 @@ func (p schemaProp) typ() string {
 	return ""
 }
 
-// formProp is a property in schema order.
+// formProp is a property in schema order. A property of an object
+// property with properties of its own (pm's preferences) is a field of its
+// own, Name "parent.sub", with Parent set.
 type formProp struct {
 	Name     string
 	Prop     schemaProp
 	Required bool
+	Parent   string
+	Sub      string
 }
 
 // schemaForm reads an object schema's properties in their written order.
@@ -107,7 +118,34 @@ func schemaForm(schema json.RawMessage) ([]formProp, error) {
 	}
 	out := make([]formProp, 0, len(order))
 	for _, k := range order {
-		out = append(out, formProp{Name: k, Prop: props[k], Required: req[k]})
+		p := props[k]
+		if p.typ() == "object" && len(p.Properties) > 0 && !p.fileObject() {
+			// An object of known fields: one input per field, not raw JSON.
+			var nested struct {
+				Properties json.RawMessage `json:"properties"`
+			}
+			var whole map[string]json.RawMessage
+			_ = json.Unmarshal(top.Properties, &whole)
+			_ = json.Unmarshal(whole[k], &nested)
+			subs, err := objectKeys(nested.Properties)
+			if err != nil {
+				return nil, err
+			}
+			for _, s := range subs {
+				sp := p.Properties[s]
+				if sp.Title == "" {
+					sp.Title = humanize(s)
+				}
+				title := p.Title
+				if title == "" {
+					title = humanize(k)
+				}
+				sp.Title = title + ": " + strings.ToLower(sp.Title[:1]) + sp.Title[1:]
+				out = append(out, formProp{Name: k + "." + s, Prop: sp, Parent: k, Sub: s})
+			}
+			continue
+		}
+		out = append(out, formProp{Name: k, Prop: p, Required: req[k]})
 	}
 	return out, nil
 }
@@ -136,8 +174,17 @@ func objectKeys(raw json.RawMessage) ([]string, error) {
 
 // fieldOf is the input of one property, empty.
 func fieldOf(p formProp) views.Field {
-	f := views.Field{Name: "input." + p.Name, ID: "f-in-" + p.Name, Label: p.Prop.Title, Help: p.Prop.Description,
-		Required: p.Required, MaxLength: p.Prop.MaxLength, MinLength: p.Prop.MinLength}
+	return fieldNamed(p, "input.", "f-in-")
+}
+
+// fieldNamed is the input of one property, empty, named prefix+name.
+func fieldNamed(p formProp, prefix, idPrefix string) views.Field {
+	f := views.Field{Name: prefix + p.Name, ID: idPrefix + strings.ReplaceAll(p.Name, ".", "-"), Label: p.Prop.Title,
+		Help: p.Prop.Description, Required: p.Required, MaxLength: p.Prop.MaxLength, MinLength: p.Prop.MinLength,
+		Pattern: p.Prop.Pattern, PatternMessage: p.Prop.ErrorMessage}
+	if f.Pattern != "" && f.PatternMessage == "" {
+		f.PatternMessage = "Use the form this field needs: " + p.Prop.Pattern
+	}
 	if f.Label == "" {
 		f.Label = humanize(p.Name)
 	}
@@ -206,6 +253,25 @@ func humanize(name string) string {
 	return b.String()
 }
 
+// optionProps are the task options the start form offers: the workflow's
+// options schema without its gates (the approval switches).
+func optionProps(desc graph.Description) ([]formProp, error) {
+	if len(desc.OptionsSchema) == 0 {
+		return nil, nil
+	}
+	all, err := schemaForm(desc.OptionsSchema)
+	if err != nil {
+		return nil, err
+	}
+	var out []formProp
+	for _, o := range all {
+		if o.Name != "gates" && o.Parent != "gates" {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
 // newTaskModel is the form of a workflow, empty.
 func (d *desk) newTaskModel(c echo.Context, name string) (views.NewTask, graph.Description, []formProp, error) {
 	wfs := d.s.engine.Workflows()
@@ -239,6 +305,13 @@ func (d *desk) newTaskModel(c echo.Context, name string) (views.NewTask, graph.D
 		f := fieldOf(p)
 		m.Fields = append(m.Fields, f)
 		m.Multipart = m.Multipart || f.Kind == views.FieldFiles
+	}
+	opts, err := optionProps(desc)
+	if err != nil {
+		return m, desc, props, err
+	}
+	for _, o := range opts {
+		m.Options = append(m.Options, fieldNamed(o, "option.", "f-opt-"))
 	}
 	seen := map[string]bool{}
 	for _, g := range desc.Gates {
@@ -293,7 +366,7 @@ func (d *desk) createTaskForm(c echo.Context) error {
 		raw := form.Get(f.Name)
 		if f.Kind == views.FieldCheckbox {
 			f.Checked = raw != ""
-			input[p.Name] = f.Checked
+			setValue(input, p, f.Checked)
 			continue
 		}
 		if f.Kind == views.FieldFiles {
@@ -315,7 +388,30 @@ func (d *desk) createTaskForm(c echo.Context) error {
 			continue
 		}
 		if v != nil {
-			input[p.Name] = v
+			setValue(input, p, v)
+		}
+	}
+	options := map[string]any{}
+	opts, err := optionProps(desc)
+	if err != nil {
+		return err
+	}
+	for i, p := range opts {
+		f := &m.Options[i]
+		raw := form.Get(f.Name)
+		if f.Kind == views.FieldCheckbox {
+			f.Checked = raw != ""
+			setValue(options, p, f.Checked)
+			continue
+		}
+		f.Value = raw
+		v, msg := formValue(p, f.Kind, raw)
+		if msg != "" {
+			f.Error, failed = msg, true
+			continue
+		}
+		if v != nil {
+			setValue(options, p, v)
 		}
 	}
 	gates := map[string]bool{}
@@ -341,7 +437,10 @@ func (d *desk) createTaskForm(c echo.Context) error {
 	}
 	var rawOpts json.RawMessage
 	if len(desc.Gates) > 0 {
-		if rawOpts, err = json.Marshal(map[string]any{"gates": gates}); err != nil {
+		options["gates"] = gates
+	}
+	if len(options) > 0 {
+		if rawOpts, err = json.Marshal(options); err != nil {
 			return err
 		}
 	}
@@ -356,6 +455,11 @@ func (d *desk) createTaskForm(c echo.Context) error {
 		for i := range m.Fields {
 			if m.Fields[i].Name == ve.Field {
 				m.Fields[i].Error, placed = sentence(ve.Message), true
+			}
+		}
+		for i := range m.Options {
+			if m.Options[i].Name == ve.Field {
+				m.Options[i].Error, placed = sentence(ve.Message), true
 			}
 		}
 		if ve.Field == "title" {
@@ -428,10 +532,28 @@ func formValue(p formProp, kind, raw string) (any, string) {
 			return v, ""
 		}
 		if n := utf8.RuneCountInString(raw); p.Prop.MaxLength > 0 && n > p.Prop.MaxLength {
-			return nil, fmt.Sprintf("Keep this under %d characters (it has %d).", p.Prop.MaxLength, n)
+			unit := "characters"
+			if n-p.Prop.MaxLength == 1 {
+				unit = "character"
+			}
+			return nil, fmt.Sprintf("This is %d %s over the limit of %d (it has %d); shorten it: nothing was cut.",
+				n-p.Prop.MaxLength, unit, p.Prop.MaxLength, n)
 		}
 		if p.Prop.MinLength > 0 && utf8.RuneCountInString(trimmed) < p.Prop.MinLength {
 			return nil, fmt.Sprintf("Write at least %d characters.", p.Prop.MinLength)
+		}
+		if p.Prop.Pattern != "" {
+			// JSON Schema patterns are ECMAScript; the ones our schemas use
+			// are RE2 too. One that is not is not checked here (the
+			// workflow's own validation still is).
+			if re, err := regexp.Compile(p.Prop.Pattern); err == nil && !re.MatchString(trimmed) {
+				msg := p.Prop.ErrorMessage
+				if msg == "" {
+					msg = "Use the form this field needs: " + p.Prop.Pattern
+				}
+				return nil, msg
+			}
+			return trimmed, ""
 		}
 		return raw, ""
 	}
@@ -486,4 +608,19 @@ func uploadedFiles(r *http.Request, field string, p formProp) ([]map[string]stri
 		out = append(out, map[string]string{"name": filepath.Base(fh.Filename), "content": string(b)})
 	}
 	return out, ""
+}
+
+// setValue puts v in the input or options object under p's name, inside
+// its parent object for a nested field.
+func setValue(obj map[string]any, p formProp, v any) {
+	if p.Parent == "" {
+		obj[p.Name] = v
+		return
+	}
+	sub, _ := obj[p.Parent].(map[string]any)
+	if sub == nil {
+		sub = map[string]any{}
+		obj[p.Parent] = sub
+	}
+	sub[p.Sub] = v
 }

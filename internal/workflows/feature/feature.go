@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -119,10 +120,14 @@ var InputSchema = json.RawMessage(`{
   "properties": {
     "description": {"type": "string", "minLength": 1, "maxLength": 65536, "title": "Description",
       "description": "What the feature should do, for whom, and any constraints."},
-    "name": {"type": "string", "maxLength": 100, "title": "Name",
+    "name": {"type": "string", "maxLength": 100, "title": "Name", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$",
+      "errorMessage": "Use kebab-case: lower-case letters and digits in words joined by hyphens, e.g. csv-export.",
       "description": "Short kebab-case name; chosen by the analyst when empty."}
   }
 }`)
+
+// kebab is the form of a feature's name (the schema's pattern).
+var kebab = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
 
 // ParseInput decodes and checks a task's input. Errors: *graph.ValidationError
 // naming the field (input.description, input.name, input.<unknown>).
@@ -144,6 +149,9 @@ func ParseInput(raw json.RawMessage) (Input, error) {
 		return in, &graph.ValidationError{Field: "input.name", Message: fmt.Sprintf("is longer than %d characters", MaxName)}
 	case strings.ContainsAny(in.Name, "\n\r\t"):
 		return in, &graph.ValidationError{Field: "input.name", Message: "must be one line"}
+	case in.Name != "" && !kebab.MatchString(in.Name):
+		return in, &graph.ValidationError{Field: "input.name",
+			Message: "must be kebab-case: lower-case letters and digits in words joined by hyphens, e.g. csv-export"}
 	}
 	return in, nil
 }

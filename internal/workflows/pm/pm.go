@@ -177,7 +177,12 @@ var InputSchema = json.RawMessage(`{
       "description": "Statements the result is verified against, one per item.",
       "items": {"type": "string", "minLength": 1, "maxLength": 2048}},
     "preferences": {"type": "object", "title": "Preferences",
-      "description": "Overrides of the default preferences (e.g. {\"language\": \"Go\", \"style\": \"detailed\"})."}
+      "description": "Overrides of the default preferences; the API also takes other keys (e.g. {\"language\": \"Go\"}).",
+      "properties": {
+        "language": {"type": "string", "maxLength": 100, "title": "Language", "description": "The programming language, e.g. Go."},
+        "summary_style": {"enum": ["concise", "detailed"], "title": "Summary style"},
+        "require_evidence": {"type": "boolean", "default": true, "title": "Each step must show evidence"}
+      }}
   }
 }`)
 
@@ -301,7 +306,7 @@ func New(p llm.Provider, opts ...Option) (*graph.Graph[State], error) {
 		Edge(NodeFinalizeSummary, graph.END).
 		Init(initState).
 		Result(result).
-		InputSchema(InputSchema).
+		InputSchema(InputSchema).OptionsSchema(OptionsSchema).
 		Compile()
 }
 

@@ -259,7 +259,7 @@ func New(p llm.Provider, opts ...Option) (*graph.Graph[State], error) {
 		Edge(NodeHumanReview, graph.END).
 		Init(w.init).
 		Result(result).
-		InputSchema(InputSchema).
+		InputSchema(InputSchema).OptionsSchema(OptionsSchema).
 		Compile()
 }
 

@@ -245,7 +245,7 @@ func New(p llm.Provider, opts ...Option) (*graph.Graph[State], error) {
 		Route(NodeDecide, next, NodeWriter+"=another turn", graph.END+"=approved or max_turns").
 		Init(w.init).
 		Result(result).
-		InputSchema(InputSchema).
+		InputSchema(InputSchema).OptionsSchema(OptionsSchema).
 		Compile()
 }
 
