@@ -2,9 +2,7 @@ package main
 
 import (
 	"log/slog"
-	"slices"
 
-	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/config"
 	"github.com/gatehousehq/gatehouse/internal/notify"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
@@ -20,26 +18,20 @@ func newSender(cfg config.Config, store *postgres.Store, log *slog.Logger) *noti
 	channels := map[string]notify.Channel{
 		notify.ChannelWebhook: notify.NewWebhooks(store, web.WebhookBody(n.PublicURL), n.WebhookAllowPrivate),
 	}
+	if n.SMTPURL != "" {
+		// Checked by config.Load: the URL parses.
+		sm, _ := config.ParseSMTPURL(n.SMTPURL)
+		channels[notify.ChannelEmail] = notify.NewEmail(store, notify.SMTP{Host: sm.Host, Port: sm.Port,
+			Username: sm.Username, Password: sm.Password, TLS: sm.TLS}, n.SMTPFrom, n.PublicURL)
+		log.Info("email notifications", "smtp", sm.Host, "port", sm.Port, "from", n.SMTPFrom)
+	}
+	if n.SlackWebhookURL != "" {
+		channels[notify.ChannelSlack] = notify.NewSlack(n.SlackWebhookURL, n.PublicURL)
+		log.Info("slack notifications", "callback", n.PublicURL+"/integrations/slack/actions")
+	}
 	s := notify.NewSender(notify.Config{Store: store, Channels: channels, Scale: n.WebhookBackoffScale,
 		Logger: log.With("component", "notify")})
 	store.SetOutbox(postgres.Outbox{Email: channels[notify.ChannelEmail] != nil, Slack: channels[notify.ChannelSlack] != nil,
-		Audience: audience(cfg.Auth.Policy), Wake: s.Wake})
+		Audience: postgres.PolicyAudience(cfg.Auth.Policy), Wake: s.Wake})
 	return s
-}
-
-// audience turns the policy's deciders of a kind, as raised, into the
-// store's terms: the roles that satisfy a role: ref (roles are
-// cumulative), the users of user: and group: refs, and separation of
-// duties.
-func audience(p auth.Policy) func(kind string) postgres.Audience {
-	return func(kind string) postgres.Audience {
-		d := p.Deciders(kind, 0)
-		a := postgres.Audience{Everyone: d.Everyone, Users: d.Users(), SoD: p.SeparateDuties(kind)}
-		for _, r := range auth.Roles {
-			if slices.ContainsFunc(d.Roles(), r.Allows) {
-				a.Roles = append(a.Roles, string(r))
-			}
-		}
-		return a
-	}
 }

@@ -143,7 +143,8 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	srv := web.New(web.Deps{Engine: engine, Store: store, Hub: hub, Wake: run.Wake, Handoff: handoff, Auth: authSvc, Decider: decider,
 		TrustProxy: cfg.Auth.TrustProxy, CORSOrigins: cfg.CORSOrigins,
 		Ready: func(ctx context.Context) error { return postgres.Ready(ctx, pool) }, Logger: log.With("component", "http"),
-		Version: version, Metrics: met.Handler(), LLMProvider: provider.Name()})
+		Version: version, Metrics: met.Handler(), LLMProvider: provider.Name(),
+		SlackSigningSecret: cfg.Notify.SlackSigningSecret})
 	met.WatchWebsockets(srv.OpenWebsockets)
 	addr, err := srv.Start(cfg.Addr)
 	if err != nil {

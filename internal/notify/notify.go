@@ -146,3 +146,18 @@ type Store interface {
 	Endpoint(ctx context.Context, id string) (*Endpoint, error)
 	DisableEndpoint(ctx context.Context, id, reason string) error
 }
+
+// ActionLink is an email's one-click link as stored: never its token, only
+// the token's SHA-256.
+type ActionLink struct {
+	InterruptID string
+	TaskID      string
+	Recipient   string
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+	UsedAt      *time.Time
+}
+
+// LinkTTL is the longest an action link lives (the interrupt's deadline,
+// when sooner, ends it first).
+const LinkTTL = 72 * time.Hour

@@ -8,11 +8,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/notify"
 	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
@@ -33,6 +35,23 @@ type Audience struct {
 	Roles    []string
 	Users    []string
 	SoD      bool
+}
+
+// PolicyAudience turns the policy's deciders of a kind, as raised, into
+// the store's terms: the roles that satisfy a role: ref (roles are
+// cumulative), the users of user: and group: refs, and separation of
+// duties.
+func PolicyAudience(p auth.Policy) func(kind string) Audience {
+	return func(kind string) Audience {
+		d := p.Deciders(kind, 0)
+		a := Audience{Everyone: d.Everyone, Users: d.Users(), SoD: p.SeparateDuties(kind)}
+		for _, r := range auth.Roles {
+			if slices.ContainsFunc(d.Roles(), r.Allows) {
+				a.Roles = append(a.Roles, string(r))
+			}
+		}
+		return a
+	}
 }
 
 // Outbox configures what the store writes to the outbox besides webhook
@@ -376,4 +395,67 @@ func (s *Store) Redeliver(ctx context.Context, id string) error {
 	}
 	s.outboxWritten(ctx, 1)
 	return nil
+}
+
+// CreateActionLink stores an action link by the SHA-256 of its token.
+func (s *Store) CreateActionLink(ctx context.Context, hash []byte, l notify.ActionLink, deliveryID string) error {
+	iid, ok := parseID(l.InterruptID)
+	if !ok {
+		return notify.ErrNotFound
+	}
+	tid, ok := parseID(l.TaskID)
+	if !ok {
+		return notify.ErrNotFound
+	}
+	p := dbsqlc.ActionLinkInsertParams{TokenHash: hash, InterruptID: iid, TaskID: tid, Recipient: l.Recipient, ExpiresAt: l.ExpiresAt}
+	if did, ok := parseID(deliveryID); ok {
+		p.OutboxID = &did
+	}
+	if err := s.q.ActionLinkInsert(ctx, p); err != nil {
+		return fmt.Errorf("store action link: %w", err)
+	}
+	return nil
+}
+
+// ActionLink reads a link by the SHA-256 of its token. Errors:
+// notify.ErrNotFound.
+func (s *Store) ActionLink(ctx context.Context, hash []byte) (*notify.ActionLink, error) {
+	r, err := s.q.ActionLinkGet(ctx, hash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notify.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get action link: %w", err)
+	}
+	return &notify.ActionLink{InterruptID: r.InterruptID.String(), TaskID: r.TaskID.String(), Recipient: r.Recipient,
+		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, UsedAt: r.UsedAt}, nil
+}
+
+// SpendActionLink marks every link of the token's recipient for its
+// interrupt used; false when it was used or had ended already.
+func (s *Store) SpendActionLink(ctx context.Context, hash []byte) (bool, error) {
+	_, err := s.q.ActionLinkSpend(ctx, hash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("spend action link: %w", err)
+	}
+	return true, nil
+}
+
+// RecipientEmail is a user's email address for a delivery: "" when the
+// user has none any more, or is disabled. Errors: notify.ErrNotFound.
+func (s *Store) RecipientEmail(ctx context.Context, username string) (string, error) {
+	r, err := s.q.UserGetByName(ctx, username)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", notify.ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("get user %q: %w", username, err)
+	}
+	if r.Disabled {
+		return "", nil
+	}
+	return r.Email, nil
 }

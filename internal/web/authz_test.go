@@ -157,6 +157,17 @@ func TestRoleEndpointMatrix(t *testing.T) {
 			// A wrong current password: refused, nothing changed.
 			return form(url.Values{"current": {"not it"}, "password": {"a new password"}, "repeat": {"a new password"}},
 				http.StatusUnprocessableEntity)
+		case "GET /act/:token", "HEAD /act/:token":
+			// Public: the token is the credential; an unknown one is 404.
+			return built{path: "/act/" + strings.Repeat("A", 43), expect: []int{http.StatusNotFound}}
+		case "POST /act/:token":
+			b := form(url.Values{"action": {"approve"}}, http.StatusNotFound)
+			b.path = "/act/" + strings.Repeat("A", 43)
+			return b
+		case "POST /integrations/slack/actions":
+			// Public: Slack signs it; unsigned is 401 (404 unconfigured).
+			return built{path: path, body: "payload=%7B%7D", ctype: "application/x-www-form-urlencoded",
+				expect: []int{http.StatusUnauthorized, http.StatusNotFound}}
 		case "POST /admin/tokens/:id/revoke":
 			_, tok, err := e.auth.CreateToken(ctx, "test", uniq("revokee"), auth.RoleViewer)
 			if err != nil {

@@ -65,6 +65,7 @@ func (s *Server) registerDesk() {
 	d.route(get, "/admin/tokens", admin, d.tokensPage, true)
 	d.route(post, "/admin/tokens", admin, d.createTokenForm, true)
 	d.route(post, "/admin/tokens/:id/revoke", admin, d.revokeTokenForm, true)
+	d.registerAct()
 }
 
 // page adapts a page handler: a state-changing request from another origin
@@ -92,7 +93,7 @@ func (d *desk) errorPage(c echo.Context, err error) error {
 		return nil
 	}
 	if status >= 500 {
-		d.s.log.Error("page failed", "path", c.Request().URL.Path, "error", err)
+		d.s.log.Error("page failed", "path", logPath(c.Request()), "error", err)
 	}
 	heading := http.StatusText(status)
 	msg := e.Message

@@ -65,6 +65,9 @@ type Deps struct {
 	// CORSOrigins are the browser origins allowed to call /langgraph
 	// (GATEHOUSE_CORS_ORIGINS): Agent Inbox calls from the browser.
 	CORSOrigins []string
+	// SlackSigningSecret verifies Slack's callbacks at
+	// /integrations/slack/actions ("": the route answers 404).
+	SlackSigningSecret string
 }
 
 // apiPrefix is where the JSON API lives.
@@ -117,6 +120,11 @@ type Server struct {
 	llmProvider string
 	// lg is the LangGraph Agent Server API under /langgraph (SPEC §14).
 	lg *langgraph.API
+
+	slackSecret string
+	slackClient *http.Client
+	// slackWG holds the answers to Slack callbacks in flight.
+	slackWG sync.WaitGroup
 }
 
 // New builds the server and its routes.
@@ -128,6 +136,7 @@ func New(d Deps) *Server {
 	s := &Server{engine: d.Engine, store: d.Store, hub: d.Hub, wake: d.Wake, handoff: d.Handoff, ready: d.Ready, log: log, metrics: d.Metrics,
 		version: d.Version, closing: make(chan struct{}), auth: d.Auth, decider: d.Decider, trustProxy: d.TrustProxy,
 		roles: map[string]auth.Role{}, llmProvider: d.LLMProvider,
+		slackSecret: d.SlackSigningSecret, slackClient: &http.Client{Timeout: 15 * time.Second},
 		pingPeriod: defaultPingPeriod, pongWait: defaultPongWait, writeWait: defaultWriteWait}
 	if s.auth == nil {
 		s.auth = auth.NewService(auth.Config{Store: d.Store, BootstrapToken: d.BootstrapToken,
@@ -203,6 +212,9 @@ func (s *Server) routes() {
 	api(get, "/interrupts", viewer, s.listInterrupts)
 	api(get, "/audit", admin, s.auditAPI)
 
+	// Slack's interactivity callbacks: signed by Slack, not a principal.
+	s.route(post, "/integrations/slack/actions", "", s.slackActions)
+
 	// The approval desk: pages, their forms and live feeds, static files.
 	s.registerDesk()
 }
@@ -259,9 +271,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if srv != nil {
 		err = srv.Shutdown(ctx)
 	}
-	// Hijacked connections are not the http.Server's to wait for.
+	// Hijacked connections are not the http.Server's to wait for, nor
+	// the answers to Slack callbacks.
 	done := make(chan struct{})
-	go func() { s.streams.Wait(); close(done) }()
+	go func() { s.streams.Wait(); s.slackWG.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():

@@ -1,0 +1,286 @@
+package web
+
+// Action links of notification emails (SPEC §12): GET and HEAD show what
+// is asked and change nothing, whoever fetches them (mail scanners, chat
+// unfurlers); only the page's own POST decides, as the link's recipient,
+// through the Decider like every other channel. The token is the
+// credential: no session, never logged (logRequests logs the route), never
+// sent on as a Referer.
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/notify"
+	"github.com/gatehousehq/gatehouse/views"
+)
+
+// actTokenRe is the shape of a token: 256 bits in base64url.
+var actTokenRe = regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`)
+
+// actFormKey is the confirmation form's anti-forgery field: bound to the
+// token (its key) and to what the link decides, so that only a page
+// rendered for this link can post it.
+func actFormKey(token string, l *notify.ActionLink) string {
+	m := hmac.New(sha256.New, []byte(token))
+	fmt.Fprintf(m, "act-form:%s:%s", l.InterruptID, l.Recipient)
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+func (d *desk) registerAct() {
+	for _, m := range []string{http.MethodGet, http.MethodHead} {
+		d.route(m, "/act/:token", "", d.actPage, true)
+	}
+	d.route(http.MethodPost, "/act/:token", "", d.actPost, true)
+}
+
+// actHeaders keep the token where it is: no Referer to anything the page
+// links, no cache, no index.
+func actHeaders(c echo.Context) {
+	h := c.Response().Header()
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Robots-Tag", "noindex, nofollow")
+}
+
+// actLink is a link with what it is about, as just read.
+type actLink struct {
+	token string
+	link  *notify.ActionLink
+	task  *graph.Task
+	itr   *graph.Interrupt
+}
+
+// loadAct reads the link of the request's token: 404 when unknown.
+func (d *desk) loadAct(c echo.Context) (*actLink, error) {
+	token := c.Param("token")
+	if !actTokenRe.MatchString(token) {
+		return nil, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "This link is not known. Check that it was not cut short."}
+	}
+	ctx := c.Request().Context()
+	l, err := d.s.store.ActionLink(ctx, notify.TokenHash(token))
+	if errors.Is(err, notify.ErrNotFound) {
+		return nil, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "This link is not known. Check that it was not cut short."}
+	}
+	if err != nil {
+		return nil, err
+	}
+	t, itr, err := d.s.store.DecisionSubject(ctx, l.TaskID, l.InterruptID)
+	if errors.Is(err, graph.ErrTaskNotFound) || err == nil && itr == nil {
+		return nil, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "The task of this link no longer exists."}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &actLink{token: token, link: l, task: t, itr: itr}, nil
+}
+
+// ended says why a link no longer decides ("" while it does).
+func (d *desk) ended(c echo.Context, a *actLink) (string, error) {
+	kind := notify.KindLabel(a.itr.Kind)
+	switch a.itr.Status {
+	case graph.InterruptResolved:
+		decs, err := d.s.store.Decisions(c.Request().Context(), a.task.ID)
+		if err != nil {
+			return "", err
+		}
+		for _, dec := range decs {
+			if dec.InterruptID == a.itr.ID {
+				msg := fmt.Sprintf("%s %s this %s at %s.", dec.DecidedBy, pastTense(dec.Action), kind,
+					dec.DecidedAt.UTC().Format("2006-01-02 15:04:05 MST"))
+				if dec.Feedback != "" {
+					msg += " Feedback: " + dec.Feedback
+				}
+				return msg, nil
+			}
+		}
+		return fmt.Sprintf("This %s was decided.", kind), nil
+	case graph.InterruptExpired:
+		return fmt.Sprintf("This %s expired at %s: its deadline passed.", kind, stampOr(a.itr.ResolvedAt)), nil
+	case graph.InterruptCancelled:
+		return fmt.Sprintf("This %s was withdrawn at %s (the task was cancelled or moved on).", kind, stampOr(a.itr.ResolvedAt)), nil
+	}
+	if u := a.link.UsedAt; u != nil {
+		approvers, err := d.s.store.Approvals(c.Request().Context(), a.itr.ID)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s used this link at %s. The %s still waits (%s); the others who may decide have their own links.",
+			a.link.Recipient, u.UTC().Format("2006-01-02 15:04:05 MST"), kind,
+			auth.Progress(len(approvers), d.s.decider.Policy().Required(a.itr.Kind))), nil
+	}
+	if !time.Now().Before(a.link.ExpiresAt) {
+		return fmt.Sprintf("This link ended at %s. The %s still waits: decide on the task page.",
+			a.link.ExpiresAt.UTC().Format("2006-01-02 15:04:05 MST"), kind), nil
+	}
+	return "", nil
+}
+
+func stampOr(t *time.Time) string {
+	if t == nil {
+		return "an unknown time"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05 MST")
+}
+
+func pastTense(action string) string {
+	switch action {
+	case graph.ActionApprove:
+		return "approved"
+	case graph.ActionReject:
+		return "rejected"
+	case graph.ActionEdit:
+		return "approved with edits"
+	case graph.ActionRespond:
+		return "answered"
+	}
+	return action
+}
+
+func (d *desk) actGone(c echo.Context, a *actLink, msg string) error {
+	return d.actDone(c, http.StatusGone, a, "This link has been used or has ended", msg)
+}
+
+func (d *desk) actDone(c echo.Context, status int, a *actLink, title, msg string) error {
+	actHeaders(c)
+	p := views.ActDone{Title: title, Message: msg, TaskTitle: a.task.Title, TaskURL: "/tasks/" + a.task.ID,
+		CSS: d.assets.URL("app.css")}
+	return d.write(c, status, views.ActDoneView(p))
+}
+
+// actPage: GET and HEAD /act/:token. It changes nothing.
+func (d *desk) actPage(c echo.Context) error {
+	actHeaders(c)
+	a, err := d.loadAct(c)
+	if err != nil {
+		return err
+	}
+	msg, err := d.ended(c, a)
+	if err != nil {
+		return err
+	}
+	if msg != "" {
+		return d.actGone(c, a, msg)
+	}
+	return d.actForm(c, http.StatusOK, a, "", "")
+}
+
+func (d *desk) actForm(c echo.Context, status int, a *actLink, errMsg, feedback string) error {
+	itr := a.itr
+	p := views.ActPage{Title: notify.KindLabel(itr.Kind) + " waits for your decision", Recipient: a.link.Recipient,
+		TaskTitle: a.task.Title, Workflow: a.task.Workflow, Kind: itr.Kind, Ask: itr.Payload.Title, Question: itr.Payload.Question,
+		Action: "/act/" + a.token, FormKey: actFormKey(a.token, a.link), Error: errMsg, Feedback: feedback,
+		CSS: d.assets.URL("app.css")}
+	if itr.Deadline != nil {
+		p.Deadline = itr.Deadline.UTC().Format("2006-01-02 15:04 MST")
+	}
+	if art := itr.Payload.Artifact; art != nil {
+		p.ArtifactName, p.ArtifactContent = art.Name, art.Content
+	}
+	for _, act := range itr.Payload.Actions {
+		// An edit needs the desk's editor: the link offers the rest.
+		if act != graph.ActionEdit {
+			p.Actions = append(p.Actions, act)
+		}
+	}
+	if n := d.s.decider.Policy().Required(itr.Kind); n > 1 {
+		approvers, err := d.s.store.Approvals(c.Request().Context(), itr.ID)
+		if err != nil {
+			return err
+		}
+		p.Progress = auth.Progress(len(approvers), n)
+	}
+	actHeaders(c)
+	return d.write(c, status, views.ActView(p))
+}
+
+// actPost: POST /act/:token decides as the link's recipient.
+func (d *desk) actPost(c echo.Context) error {
+	actHeaders(c)
+	a, err := d.loadAct(c)
+	if err != nil {
+		return err
+	}
+	if !hmac.Equal([]byte(c.FormValue("_act")), []byte(actFormKey(a.token, a.link))) {
+		return &Error{Status: http.StatusForbidden, Code: CodeForbidden,
+			Message: "This form did not come from the link's own page; open the link again."}
+	}
+	msg, err := d.ended(c, a)
+	if err != nil {
+		return err
+	}
+	if msg != "" {
+		return d.actGone(c, a, msg)
+	}
+	ctx := c.Request().Context()
+	action, feedback := strings.TrimSpace(c.FormValue("action")), c.FormValue("feedback")
+	if action == graph.ActionEdit {
+		return d.actForm(c, http.StatusUnprocessableEntity, a, "An edit needs the task page's editor.", feedback)
+	}
+	u, err := d.s.auth.Store().UserByName(ctx, a.link.Recipient)
+	if errors.Is(err, auth.ErrNotFound) || err == nil && u.Disabled {
+		return d.actForm(c, http.StatusForbidden, a, a.link.Recipient+" is disabled or no longer exists: this link decides nothing.", feedback)
+	}
+	if err != nil {
+		return err
+	}
+	p := auth.Principal{Name: u.Username, Role: u.Role, Kinds: u.Kinds, Kind: auth.KindUser, ID: u.ID}
+	in := graph.DecisionInput{InterruptID: a.itr.ID, Action: action, Feedback: feedback}
+	lease, settle := d.s.offerWorker()
+	in.Lease = lease
+	out, derr := d.s.decider.DecideOn(ctx, p, auth.Subject{Task: a.task, Interrupt: a.itr}, in)
+	settle(a.task.ID)
+	var (
+		fb *auth.ForbiddenError
+		ve *graph.ValidationError
+		cf *graph.ConflictError
+	)
+	switch {
+	case derr == nil:
+	case errors.As(derr, &fb):
+		return d.actForm(c, http.StatusForbidden, a, fb.Reason, feedback)
+	case errors.As(derr, &ve):
+		return d.actForm(c, http.StatusUnprocessableEntity, a, decisionMessage(ve), feedback)
+	case errors.As(derr, &cf):
+		fresh, err := d.loadAct(c)
+		if err != nil {
+			return err
+		}
+		msg, err := d.ended(c, fresh)
+		if err != nil {
+			return err
+		}
+		if msg == "" {
+			msg = "That decision is no longer open."
+		}
+		return d.actGone(c, fresh, msg)
+	default:
+		return derr
+	}
+	// Decided (or one approval of several): the link is spent.
+	if _, err := d.s.store.SpendActionLink(ctx, notify.TokenHash(a.token)); err != nil {
+		d.s.log.Warn("spending an action link", "interrupt", a.itr.ID, "error", err)
+	}
+	kind := notify.KindLabel(a.itr.Kind)
+	if out.Pending() {
+		return d.actDone(c, http.StatusOK, a, "Your approval is recorded",
+			fmt.Sprintf("%s approved this %s (%s); it waits for another approver.", p.Name, kind, out.Progress()))
+	}
+	if !leased(out.Decision) {
+		d.s.wakeRunner()
+	}
+	return d.actDone(c, http.StatusOK, a, "Decided",
+		fmt.Sprintf("%s %s this %s at %s.", p.Name, pastTense(out.Decision.Action), kind,
+			out.Decision.DecidedAt.UTC().Format("2006-01-02 15:04:05 MST")))
+}

@@ -1,0 +1,88 @@
+package views
+
+// Notifications (SPEC §12): the email's HTML body, and the pages behind an
+// email's action link.
+
+// Email is one notification email.
+type Email struct {
+	// Heading says what happened: "A PRD waits for your decision".
+	Heading   string
+	TaskTitle string
+	Workflow  string
+	Kind      string
+	// Ask is what the person is asked (the interrupt's title or question).
+	Ask      string
+	Deadline string
+	// Artifact is the artifact under decision, cut to a summary.
+	ArtifactName string
+	Summary      string
+	Truncated    bool
+	// Diff is the change since the last iteration, when there is one.
+	DiffFrom, DiffTo int
+	Diff             []DiffLine
+	// ActionURL is the one-click action link (or the task page);
+	// ActionLabel its words.
+	ActionURL   string
+	ActionLabel string
+	TaskURL     string
+	// Note is the last paragraph (why this person got it).
+	Note string
+}
+
+// ActPage is the confirmation page of an action link: what is asked and
+// the form. It carries no session.
+type ActPage struct {
+	Title     string
+	Recipient string
+	TaskTitle string
+	Workflow  string
+	Kind      string
+	Ask       string
+	Question  string
+	Deadline  string
+	// The artifact under decision, as text.
+	ArtifactName    string
+	ArtifactContent string
+	// Actions are the buttons offered (approve, reject, respond).
+	Actions []string
+	// Action is where the form posts; FormKey its anti-forgery field.
+	Action  string
+	FormKey string
+	// Error is a refusal of the last post, with its reason.
+	Error    string
+	Feedback string
+	// Progress, when set, says how many approvals the interrupt has.
+	Progress string
+	CSS      string
+}
+
+// ActDone is the page of a spent or ended link (410), or of a decision
+// just taken (200): who decided what, and when.
+type ActDone struct {
+	Title     string
+	Message   string
+	TaskTitle string
+	TaskURL   string
+	CSS       string
+}
+
+func hasAction(actions []string, a string) bool {
+	for _, x := range actions {
+		if x == a {
+			return true
+		}
+	}
+	return false
+}
+
+func actLabel(a string) string {
+	switch a {
+	case "approve":
+		return "Approve"
+	case "reject":
+		return "Reject with feedback"
+	case "respond":
+		return "Send answer"
+	}
+	return a
+}
