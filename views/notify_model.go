@@ -1,5 +1,7 @@
 package views
 
+import "time"
+
 // Notifications (SPEC §12): the email's HTML body, and the pages behind an
 // email's action link.
 
@@ -85,4 +87,40 @@ func actLabel(a string) string {
 		return "Send answer"
 	}
 	return a
+}
+
+// WebhooksPage administers webhook endpoints, with each one's latest
+// deliveries and their attempts.
+type WebhooksPage struct {
+	Page
+	Endpoints []EndpointRow
+	Events    []string
+	// Secret is the signing secret of an endpoint just added: shown once.
+	Secret, SecretURL string
+	Message, Error    string
+	NewURL, NewEvents string
+}
+
+// EndpointRow is one endpoint.
+type EndpointRow struct {
+	ID, URL, Events, State string
+	Disabled               bool
+	Deliveries             []DeliveryRow
+}
+
+// DeliveryRow is one delivery of the log.
+type DeliveryRow struct {
+	ID, Event, State, TaskID string
+	Created                  time.Time
+	Attempts                 []AttemptRow
+}
+
+// AttemptRow is one attempt of a delivery.
+type AttemptRow struct {
+	N          int
+	At         time.Time
+	DurationMS int64
+	Status     int
+	OK         bool
+	Error      string
 }

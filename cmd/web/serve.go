@@ -144,7 +144,8 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		TrustProxy: cfg.Auth.TrustProxy, CORSOrigins: cfg.CORSOrigins,
 		Ready: func(ctx context.Context) error { return postgres.Ready(ctx, pool) }, Logger: log.With("component", "http"),
 		Version: version, Metrics: met.Handler(), LLMProvider: provider.Name(),
-		SlackSigningSecret: cfg.Notify.SlackSigningSecret})
+		SlackSigningSecret:  cfg.Notify.SlackSigningSecret,
+		WebhookAllowPrivate: cfg.Notify.WebhookAllowPrivate})
 	met.WatchWebsockets(srv.OpenWebsockets)
 	addr, err := srv.Start(cfg.Addr)
 	if err != nil {

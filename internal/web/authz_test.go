@@ -164,6 +164,14 @@ func TestRoleEndpointMatrix(t *testing.T) {
 			b := form(url.Values{"action": {"approve"}}, http.StatusNotFound)
 			b.path = "/act/" + strings.Repeat("A", 43)
 			return b
+		case "POST /admin/webhooks":
+			// Refused (a loopback URL without GATEHOUSE_WEBHOOK_ALLOW_PRIVATE):
+			// the role check passed, nothing is stored.
+			return form(url.Values{"url": {"http://127.0.0.1:9/hook"}}, http.StatusBadRequest)
+		case "POST /admin/webhooks/:id/remove", "POST /admin/webhooks/deliveries/:id/redeliver":
+			b := form(url.Values{}, http.StatusNotFound)
+			b.path = strings.Replace(route, ":id", "00000000-0000-0000-0000-000000000000", 1)
+			return b
 		case "POST /integrations/slack/actions":
 			// Public: Slack signs it; unsigned is 401 (404 unconfigured).
 			return built{path: path, body: "payload=%7B%7D", ctype: "application/x-www-form-urlencoded",

@@ -66,6 +66,7 @@ func (s *Server) registerDesk() {
 	d.route(post, "/admin/tokens", admin, d.createTokenForm, true)
 	d.route(post, "/admin/tokens/:id/revoke", admin, d.revokeTokenForm, true)
 	d.registerAct()
+	d.registerWebhooks()
 }
 
 // page adapts a page handler: a state-changing request from another origin

@@ -4,10 +4,13 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/notify"
 )
 
 // TestAdminUserContact: the users page adds a user with an email, and sets
@@ -53,5 +56,65 @@ func TestAdminUserContact(t *testing.T) {
 	status, _, body = e.postAs(t, &ann, "/admin/users/rae", url.Values{"op": {"contact"}, "slack_id": {"U0PAT"}}, postOpts{})
 	if status != http.StatusUnprocessableEntity || !strings.Contains(body, "belongs to another user") {
 		t.Fatalf("a taken slack id: %d", status)
+	}
+}
+
+// TestAdminWebhooks: the page adds an endpoint (its secret shown once),
+// refuses private and malformed URLs with the reason, lists deliveries
+// with their attempts, redelivers and removes.
+func TestAdminWebhooks(t *testing.T) {
+	t.Parallel()
+	e := newDeskEnv(t)
+	ann := e.session("ann")
+	ctx := context.Background()
+	for _, c := range []struct{ url, want string }{
+		{"http://127.0.0.1:8080/x", "loopback address"},
+		{"http://192.168.0.10/x", "private address"},
+		{"ftp://example.com/x", "want an http:// or https:// URL"},
+	} {
+		status, _, body := e.postAs(t, &ann, "/admin/webhooks", url.Values{"url": {c.url}}, postOpts{})
+		if status != http.StatusBadRequest || !strings.Contains(body, c.want) {
+			t.Errorf("%s: %d, want 400 saying %q", c.url, status, c.want)
+		}
+	}
+	if status, _, body := e.postAs(t, &ann, "/admin/webhooks", url.Values{"url": {"https://93.184.216.34/x"}, "events": {"task.exploded"}}, postOpts{}); status != http.StatusBadRequest ||
+		!strings.Contains(body, "unknown event") {
+		t.Errorf("bad event: %d", status)
+	}
+	if eps, _ := e.store.Endpoints(ctx); len(eps) != 0 {
+		t.Fatalf("refused adds stored %d endpoints", len(eps))
+	}
+	status, _, body := e.postAs(t, &ann, "/admin/webhooks", url.Values{"url": {"https://93.184.216.34/hook"}, "events": {"interrupt.raised"}}, postOpts{})
+	secret := regexp.MustCompile(`whsec_[A-Za-z0-9+/=]{44}`).FindString(body)
+	if status != http.StatusOK || secret == "" {
+		t.Fatalf("add: %d", status)
+	}
+	// A raise writes a delivery (no sender runs here: it stays pending).
+	id := e.createFeature("Hooked")
+	e.waitPending(id, "prd")
+	_, _, page := e.getAs(t, &ann, "/admin/webhooks", nil)
+	if strings.Contains(page, secret) {
+		t.Error("the secret is shown again")
+	}
+	m := regexp.MustCompile(`data-delivery="([0-9a-f-]{36})" data-state="pending"`).FindStringSubmatch(page)
+	if m == nil || !strings.Contains(page, "https://93.184.216.34/hook") || !strings.Contains(page, "interrupt.raised") {
+		t.Fatalf("page lacks the endpoint or its delivery")
+	}
+	if _, err := e.pool.Exec(ctx, "UPDATE outbox SET state = 'failed', next_at = now() + interval '1 day'"); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, _ := e.postAs(t, &ann, "/admin/webhooks/deliveries/"+m[1]+"/redeliver", url.Values{}, postOpts{}); status != http.StatusSeeOther {
+		t.Fatalf("redeliver: %d", status)
+	}
+	dl, err := e.store.Delivery(ctx, m[1])
+	if err != nil || dl.State != notify.StatePending || time.Until(dl.NextAt) > time.Second {
+		t.Fatalf("after redeliver: %+v %v", dl, err)
+	}
+	eps, _ := e.store.Endpoints(ctx)
+	if status, _, _ := e.postAs(t, &ann, "/admin/webhooks/"+eps[0].ID+"/remove", url.Values{}, postOpts{}); status != http.StatusSeeOther {
+		t.Fatalf("remove: %d", status)
+	}
+	if eps, _ := e.store.Endpoints(ctx); len(eps) != 0 {
+		t.Fatalf("%d endpoints after remove", len(eps))
 	}
 }

@@ -68,6 +68,9 @@ type Deps struct {
 	// SlackSigningSecret verifies Slack's callbacks at
 	// /integrations/slack/actions ("": the route answers 404).
 	SlackSigningSecret string
+	// WebhookAllowPrivate lets /admin/webhooks add endpoints on loopback,
+	// private and link-local addresses (GATEHOUSE_WEBHOOK_ALLOW_PRIVATE).
+	WebhookAllowPrivate bool
 }
 
 // apiPrefix is where the JSON API lives.
@@ -121,8 +124,9 @@ type Server struct {
 	// lg is the LangGraph Agent Server API under /langgraph (SPEC §14).
 	lg *langgraph.API
 
-	slackSecret string
-	slackClient *http.Client
+	slackSecret         string
+	slackClient         *http.Client
+	webhookAllowPrivate bool
 	// slackWG holds the answers to Slack callbacks in flight.
 	slackWG sync.WaitGroup
 }
@@ -137,7 +141,8 @@ func New(d Deps) *Server {
 		version: d.Version, closing: make(chan struct{}), auth: d.Auth, decider: d.Decider, trustProxy: d.TrustProxy,
 		roles: map[string]auth.Role{}, llmProvider: d.LLMProvider,
 		slackSecret: d.SlackSigningSecret, slackClient: &http.Client{Timeout: 15 * time.Second},
-		pingPeriod: defaultPingPeriod, pongWait: defaultPongWait, writeWait: defaultWriteWait}
+		webhookAllowPrivate: d.WebhookAllowPrivate,
+		pingPeriod:          defaultPingPeriod, pongWait: defaultPongWait, writeWait: defaultWriteWait}
 	if s.auth == nil {
 		s.auth = auth.NewService(auth.Config{Store: d.Store, BootstrapToken: d.BootstrapToken,
 			Logger: log.With("component", "auth")})
