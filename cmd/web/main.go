@@ -68,6 +68,9 @@ Commands:
                      at interrupts and decisions, and the last
   policy show        print the effective approval policy (GATEHOUSE_POLICY_FILE
                      with the GATEHOUSE_APPROVALS / GATEHOUSE_SOD_KINDS shorthands)
+  tasks check        list the waiting and failed tasks stored under another
+                     definition of their workflow; exit 1 when one cannot
+                     resume (its node is gone)
   version            print the version
 
 Every command takes --help. Settings come from the environment:
@@ -106,6 +109,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		err = cmdPrune(ctx, args, getenv, stdout)
 	case "policy":
 		err = cmdPolicy(ctx, args, getenv, stdout, stderr)
+	case "tasks":
+		err = cmdTasks(ctx, args, getenv, stdout)
 	case "version":
 		fmt.Fprintln(stdout, "gatehouse", version)
 	case "help", "-h", "-help", "--help":

@@ -123,6 +123,9 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	met.AddInterruptKinds(interruptKinds(workflows)...)
+	// Tasks stored under another definition of their workflow: said at
+	// once, before a decision on one meets a 409.
+	warnDefinitions(ctx, store, workflows, log.With("component", "definitions"))
 
 	owner := replicaName()
 	run := runner.New(store, engine, runner.Config{Owner: owner, Workers: cfg.Workers, LeaseTTL: cfg.LeaseTTL,

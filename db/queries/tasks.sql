@@ -1,6 +1,8 @@
 -- name: TaskInsert :exec
-INSERT INTO tasks (id, workflow, title, input, options, status, current_node, created_by, created_at, updated_at)
-VALUES (@id, @workflow, @title, @input, @options, @status, @current_node, @created_by, @created_at, @created_at);
+INSERT INTO tasks (id, workflow, title, input, options, status, current_node, created_by, created_at, updated_at,
+                   definition_version, forked_from_task, forked_from_step)
+VALUES (@id, @workflow, @title, @input, @options, @status, @current_node, @created_by, @created_at, @created_at,
+        @definition_version, sqlc.narg(forked_from_task)::uuid, sqlc.narg(forked_from_step)::int);
 
 -- name: TaskGet :one
 SELECT * FROM tasks WHERE id = @id;

@@ -234,6 +234,7 @@ func (d *Decider) decide(ctx context.Context, p Principal, taskID string, s *Sub
 		// failure between its approval and the decision): decide.
 		in.Approvers = approvers
 	}
+	in.Task = task
 	dec, err := d.engine.DecideInterrupt(ctx, taskID, itr, in)
 	if err != nil {
 		return out, err

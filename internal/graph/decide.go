@@ -22,6 +22,10 @@ type DecisionInput struct {
 	// worker in the same transaction (Decision.Lease); Lease.Fence tells
 	// whether it was.
 	Lease *Lease
+	// Task is the task as the caller has just read it, if it has: the
+	// engine checks the interrupt's node against the task's workflow
+	// without reading the task again.
+	Task *Task
 }
 
 // Decide records a decision on a pending interrupt of the task; the task
@@ -66,6 +70,9 @@ func (e *Engine) decide(ctx context.Context, taskID string, itr *Interrupt, in D
 	}
 	if itr.Status != InterruptPending {
 		return nil, &ConflictError{InterruptID: itr.ID, Status: itr.Status}
+	}
+	if err := e.decidable(ctx, taskID, itr, in.Task); err != nil {
+		return nil, err
 	}
 	if !slices.Contains(itr.Payload.Actions, in.Action) {
 		return nil, &ValidationError{Field: "action", Message: fmt.Sprintf("%q is not offered by this interrupt (offered: %s)",
@@ -112,4 +119,23 @@ func (e *Engine) decide(ctx context.Context, taskID string, itr *Interrupt, in D
 	}
 	e.publish([]Event{ev})
 	return d, nil
+}
+
+// decidable refuses a decision on an interrupt whose node the running
+// definition of the task's workflow no longer has (or no longer gates):
+// applying it would leave the task nowhere to go. t is the task if the
+// caller read it; nil reads it.
+func (e *Engine) decidable(ctx context.Context, taskID string, itr *Interrupt, t *Task) error {
+	if t == nil || t.ID != taskID || t.Workflow == "" {
+		snap, err := e.cp.Load(ctx, taskID)
+		if err != nil {
+			return err
+		}
+		t = &snap.Task
+	}
+	w, err := e.Workflow(t.Workflow)
+	if err != nil {
+		return err
+	}
+	return gone(w.Resumable(Position{InterruptNode: itr.Node, InterruptType: itr.Payload.Type}), t)
 }

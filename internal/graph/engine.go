@@ -19,7 +19,13 @@ import (
 type Workflow interface {
 	Name() string
 	Describe() Description
+	// Version is the definition version (version.go).
+	Version() string
+	// Resumable reports whether a task standing at p can go on under this
+	// definition. Errors: *NodeGoneError.
+	Resumable(p Position) error
 	entryNode() string
+	patchState(state, patch json.RawMessage) (json.RawMessage, error)
 	initial(input json.RawMessage, opts Options) (json.RawMessage, error)
 	checkEdit(state json.RawMessage, node, content string) error
 	run(ctx context.Context, e *Engine, snap *Snapshot, fence int64, drain <-chan struct{}) (Outcome, error)
@@ -129,7 +135,8 @@ func (e *Engine) Create(ctx context.Context, nt NewTask) (*Task, error) {
 	now := e.now()
 	entry := w.entryNode()
 	t := &Task{ID: nt.ID, Workflow: nt.Workflow, Title: nt.Title, Input: nt.Input, Options: opts.Raw,
-		Status: StatusQueued, CurrentNode: entry, CreatedBy: nt.CreatedBy, CreatedAt: now, UpdatedAt: now}
+		Status: StatusQueued, CurrentNode: entry, CreatedBy: nt.CreatedBy, CreatedAt: now, UpdatedAt: now,
+		DefinitionVersion: w.Version()}
 	c := &Commit{TaskID: t.ID, Create: t, Status: StatusQueued, CurrentNode: entry, Reason: "start",
 		Checkpoint: &Checkpoint{TaskID: t.ID, NextNode: entry, State: state, Iterations: map[string]int{}, UpdatedAt: now},
 		Events: []Event{newEvent(t.ID, EventTaskCreated, "", 0, now, nil,
@@ -268,7 +275,15 @@ func (g *Graph[S]) run(ctx context.Context, e *Engine, snap *Snapshot, fence int
 		return Outcome{}, &StateError{TaskID: x.task.ID, Err: err}
 	}
 	if x.cp.NextNode != END && g.nodes[x.cp.NextNode] == nil {
-		return Outcome{}, &StateError{TaskID: x.task.ID, Err: fmt.Errorf("checkpoint names unknown node %q", x.cp.NextNode)}
+		return Outcome{}, &StateError{TaskID: x.task.ID, Err: fmt.Errorf("checkpoint names unknown node %q: %w", x.cp.NextNode,
+			gone(g.Resumable(Position{NextNode: x.cp.NextNode}), &x.task))}
+	}
+	// A task stored under another definition may wait at a node this one
+	// no longer has (or no longer gates): never apply a decision to it.
+	if itr := snap.Interrupt; x.cp.PendingInterrupt != "" && itr != nil {
+		if err := g.Resumable(Position{InterruptNode: itr.Node, InterruptType: itr.Payload.Type}); err != nil {
+			return Outcome{}, &StateError{TaskID: x.task.ID, Err: gone(err, &x.task)}
+		}
 	}
 
 	// Resume: apply the decision on the pending interrupt, if any, and

@@ -13,6 +13,9 @@ var (
 	ErrUnknownWorkflow   = errors.New("unknown workflow")
 	ErrConflict          = errors.New("conflict")
 	ErrInvalid           = errors.New("invalid input")
+	// ErrCheckpointNotFound is a step a task's checkpoint history does not
+	// hold (never written, or pruned).
+	ErrCheckpointNotFound = errors.New("checkpoint not found")
 )
 
 // ConflictError refuses a decision on an interrupt that is not pending.
@@ -68,6 +71,10 @@ type StateError struct {
 }
 
 func (e *StateError) Error() string {
+	var ng *NodeGoneError
+	if errors.As(e.Err, &ng) {
+		return fmt.Sprintf("task %s: %v", e.TaskID, e.Err)
+	}
 	return fmt.Sprintf("task %s: stored state is unreadable: %v", e.TaskID, e.Err)
 }
 

@@ -281,6 +281,7 @@ func (b *Builder[S]) Compile() (*Graph[S], error) {
 	if g.result == nil {
 		g.result = func(s S) any { return s }
 	}
+	g.version = definitionVersion(g.Describe(), g.stateVersion)
 	b.g = nil // a compiled graph is immutable
 	return g, nil
 }
@@ -309,6 +310,11 @@ type Graph[S any] struct {
 	optionsSchema            json.RawMessage
 	// stringFields are the state's fields the state codec may treat apart.
 	stringFields []stringField
+	// stateVersion is the author's version of the state's shape;
+	// version the definition version Compile derives (version.go).
+	stateVersion  int
+	version       string
+	validateState func(S) error
 }
 
 // Name is the workflow's name.

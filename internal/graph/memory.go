@@ -207,3 +207,27 @@ func (m *MemoryCheckpointer) SetFence(taskID string, fence int64) {
 		t.Fence = fence
 	}
 }
+
+// ForkPoint implements Checkpointer.
+func (m *MemoryCheckpointer) ForkPoint(_ context.Context, taskID string, step int) (*Snapshot, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.tasks[taskID]
+	if !ok {
+		return nil, ErrTaskNotFound
+	}
+	for _, cp := range m.history[taskID] {
+		if cp.Step != step {
+			continue
+		}
+		cp.Iterations = maps.Clone(cp.Iterations)
+		cp.Answers = slices.Clone(cp.Answers)
+		snap := &Snapshot{Task: *t, Checkpoint: cp}
+		if itr, ok := m.interrupts[cp.PendingInterrupt]; ok && cp.PendingInterrupt != "" {
+			c := *itr
+			snap.Interrupt = &c
+		}
+		return snap, nil
+	}
+	return nil, ErrCheckpointNotFound
+}

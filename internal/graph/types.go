@@ -55,6 +55,9 @@ const (
 	// needs several distinct approvers, short of (or completing) the number.
 	EventApprovalRecorded = "approval.recorded"
 	EventArtifactCreated  = "artifact.created"
+	// EventTaskForked is seq 1 of a task forked from a checkpoint of
+	// another (Engine.Fork).
+	EventTaskForked = "task.forked"
 )
 
 // Decision actions of SPEC §1.
@@ -99,6 +102,19 @@ type Task struct {
 	CompletedAt *time.Time
 	// Fence is the lease fencing counter a writer must present.
 	Fence int64
+	// DefinitionVersion is the version of the workflow's definition the
+	// task was created (or forked) under (Workflow.Version); empty for a
+	// task older than versions.
+	DefinitionVersion string
+	// ForkedFrom names the checkpoint the task was forked from; nil for a
+	// task that was not.
+	ForkedFrom *ForkRef
+}
+
+// ForkRef is a checkpoint of a task: where a fork started.
+type ForkRef struct {
+	TaskID string
+	Step   int
 }
 
 // Checkpoint is the persisted position of a task after a node run (or a
@@ -269,6 +285,11 @@ type Checkpointer interface {
 	Commit(ctx context.Context, c *Commit) error
 	// Interrupt returns one interrupt. Errors: ErrInterruptNotFound.
 	Interrupt(ctx context.Context, id string) (*Interrupt, error)
+	// ForkPoint returns the task with its checkpoint at step of its
+	// history (not the current one), and the interrupt that checkpoint
+	// names as pending, whatever its status now (Decision stays nil).
+	// Errors: ErrTaskNotFound, ErrCheckpointNotFound.
+	ForkPoint(ctx context.Context, taskID string, step int) (*Snapshot, error)
 	// Decide records d for its pending interrupt in one transaction: the
 	// interrupt becomes resolved, the decision row and ev are written and
 	// the task becomes queued, or, with d.Lease, leased to its owner (then

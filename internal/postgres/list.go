@@ -15,7 +15,7 @@ import (
 )
 
 // ErrCheckpointNotFound is a step a task's checkpoint history does not hold.
-var ErrCheckpointNotFound = errors.New("checkpoint not found")
+var ErrCheckpointNotFound = graph.ErrCheckpointNotFound
 
 // TaskCursor is a position in the newest-first task list: the last task of
 // the previous page.
@@ -85,7 +85,14 @@ func taskFromRow(r dbsqlc.Task) graph.Task {
 	return graph.Task{ID: r.ID.String(), Workflow: r.Workflow, Title: r.Title, Input: r.Input, Options: r.Options,
 		Status: graph.TaskStatus(r.Status), CurrentNode: r.CurrentNode, Result: r.Result, Error: r.Error,
 		CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, CompletedAt: r.CompletedAt,
-		Fence: r.LeaseFence}
+		Fence: r.LeaseFence, DefinitionVersion: r.DefinitionVersion, ForkedFrom: forkRef(r.ForkedFromTask, r.ForkedFromStep)}
+}
+
+func forkRef(task *uuid.UUID, step *int32) *graph.ForkRef {
+	if task == nil || step == nil {
+		return nil
+	}
+	return &graph.ForkRef{TaskID: task.String(), Step: int(*step)}
 }
 
 // PendingInterrupt returns the interrupt the task waits on, or nil when it

@@ -32,7 +32,11 @@ func provider(pool *pgxpool.Pool) (*goose.Provider, *sql.DB, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := goose.NewProvider(goose.DialectPostgres, sqldb, migrations)
+	// Each line of work numbers its migrations in a block of its own
+	// (00010–00019, 00020–00029, …), so a database may have applied a
+	// later block before an earlier one exists: apply the earlier one then,
+	// instead of refusing to start.
+	p, err := goose.NewProvider(goose.DialectPostgres, sqldb, migrations, goose.WithAllowOutofOrder(true))
 	if err != nil {
 		sqldb.Close()
 		return nil, nil, fmt.Errorf("goose: %w", err)

@@ -25,10 +25,8 @@ func (s *Store) Task(ctx context.Context, taskID string) (*graph.Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get task %s: %w", taskID, err)
 	}
-	return &graph.Task{ID: r.ID.String(), Workflow: r.Workflow, Title: r.Title, Input: r.Input, Options: r.Options,
-		Status: graph.TaskStatus(r.Status), CurrentNode: r.CurrentNode, Result: r.Result, Error: r.Error,
-		CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, CompletedAt: r.CompletedAt,
-		Fence: r.LeaseFence}, nil
+	t := taskFromRow(r)
+	return &t, nil
 }
 
 // Events returns the task's events with seq > after, in seq order, at most limit.

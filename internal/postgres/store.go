@@ -224,9 +224,7 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 	u := &unit{redoable: c.Redoable, queue: func(b *pgx.Batch) {
 		if t := c.Create; t != nil {
 			dbsqlc.Queue(b, func(q *dbsqlc.Queries) error {
-				return q.TaskInsert(ctx, dbsqlc.TaskInsertParams{ID: id, Workflow: t.Workflow, Title: t.Title,
-					Input: t.Input, Options: t.Options, Status: string(t.Status), CurrentNode: t.CurrentNode,
-					CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt})
+				return q.TaskInsert(ctx, taskInsertParams(id, t))
 			})
 		}
 		if blobs != nil {

@@ -31,13 +31,13 @@ func TestHappyPath(t *testing.T) {
 	var raw map[string]json.RawMessage
 	r.json(t, &raw)
 	for _, k := range []string{"id", "workflow", "title", "status", "current_node", "input", "options", "pending_interrupt",
-		"result", "error", "created_at", "updated_at", "completed_at"} {
+		"result", "error", "created_at", "updated_at", "completed_at", "definition_version", "definition_changed", "forked_from"} {
 		if _, ok := raw[k]; !ok {
 			t.Errorf("task JSON lacks %q: %s", k, r.body)
 		}
 	}
-	if len(raw) != 13 {
-		t.Errorf("task JSON has %d keys, want 13: %s", len(raw), r.body)
+	if len(raw) != 16 {
+		t.Errorf("task JSON has %d keys, want 16: %s", len(raw), r.body)
 	}
 	var task Task
 	r.json(t, &task)

@@ -95,6 +95,8 @@ func errorOf(err error) *Error {
 		fbErr    *auth.ForbiddenError
 		thErr    *auth.ThrottledError
 		invErr   *auth.InvalidError
+		goneErr  *graph.NodeGoneError
+		tsErr    *graph.TaskStatusError
 	)
 	switch {
 	case errors.As(err, &apiErr):
@@ -112,10 +114,18 @@ func errorOf(err error) *Error {
 		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: err.Error(), Err: err}
 	case errors.As(err, &maxErr):
 		return tooLarge()
+	case errors.As(err, &goneErr):
+		// A task stored under another definition, standing at a node this
+		// binary no longer has: the message names the node.
+		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: goneErr.Error(), Err: err}
+	case errors.As(err, &tsErr):
+		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: tsErr.Error(), Err: err}
 	case errors.As(err, &valErr):
-		// The workflow's input schema is 422; the rest of a request (options,
-		// the decision's fields) is plain bad input.
-		if valErr.Field == "input" || strings.HasPrefix(valErr.Field, "input.") {
+		// The workflow's input schema is 422, and so is its state schema (a
+		// fork's patch); the rest of a request (options, the decision's
+		// fields) is plain bad input.
+		if valErr.Field == "input" || strings.HasPrefix(valErr.Field, "input.") ||
+			valErr.Field == "state" || strings.HasPrefix(valErr.Field, "state.") {
 			return &Error{Status: http.StatusUnprocessableEntity, Code: CodeInvalidInput, Field: valErr.Field,
 				Message: valErr.Error(), Err: err}
 		}

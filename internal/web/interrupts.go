@@ -74,7 +74,7 @@ func (s *Server) decide(c echo.Context) error {
 	if !leased(out.Decision) {
 		s.wakeRunner()
 	}
-	return writeJSON(c, http.StatusAccepted, taskJSON(decidedTask(t, out.Decision), nil))
+	return writeJSON(c, http.StatusAccepted, s.taskJSON(decidedTask(t, out.Decision), nil))
 }
 
 // offerWorker is Deps.Handoff, with a settle that is always safe to call.

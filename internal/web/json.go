@@ -33,6 +33,19 @@ type Task struct {
 	CreatedAt        string          `json:"created_at"`
 	UpdatedAt        string          `json:"updated_at"`
 	CompletedAt      *string         `json:"completed_at"`
+	// DefinitionVersion is the version of the workflow's definition the
+	// task was created under ("" before versions); DefinitionChanged says
+	// the running binary's differs (SPEC §15).
+	DefinitionVersion string `json:"definition_version"`
+	DefinitionChanged bool   `json:"definition_changed"`
+	// ForkedFrom names the checkpoint a fork started from; null otherwise.
+	ForkedFrom *ForkRef `json:"forked_from"`
+}
+
+// ForkRef is the JSON of the checkpoint a fork started from.
+type ForkRef struct {
+	TaskID string `json:"task_id"`
+	Step   int    `json:"step"`
 }
 
 // Interrupt is the JSON of an interrupt; Task is set in the inbox only.
@@ -151,6 +164,10 @@ func taskJSON(t *graph.Task, pending *graph.Interrupt) Task {
 	if t.Error != "" {
 		e := t.Error
 		out.Error = &e
+	}
+	out.DefinitionVersion = t.DefinitionVersion
+	if f := t.ForkedFrom; f != nil {
+		out.ForkedFrom = &ForkRef{TaskID: f.TaskID, Step: f.Step}
 	}
 	if pending != nil {
 		itr := interruptJSON(pending)

@@ -825,6 +825,13 @@ func (d *desk) cancelForm(c echo.Context) error {
 // retryForm: POST /tasks/:id/retry.
 func (d *desk) retryForm(c echo.Context) error {
 	return d.transition(c, func(ctx context.Context, id, who string) error {
+		t, err := d.s.store.Task(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := d.s.resumable(ctx, t); err != nil {
+			return err
+		}
 		if err := d.s.store.Retry(ctx, id, who); err != nil {
 			return err
 		}

@@ -213,6 +213,8 @@ func (s *Server) routes() {
 	api(post, "/tasks/:id/decisions", approver, s.decide)
 	api(post, "/tasks/:id/cancel", operator, s.cancelTask)
 	api(post, "/tasks/:id/retry", operator, s.retryTask)
+	api(post, "/tasks/:id/fork", operator, s.forkTask)
+	api(get, "/tasks/:id/forks", viewer, s.listForks)
 	api(get, "/tasks/:id/stream", viewer, s.stream)
 	api(get, "/interrupts", viewer, s.listInterrupts)
 	api(get, "/audit", admin, s.auditAPI)

@@ -121,7 +121,7 @@ func (s *Server) renderTask(c echo.Context, status int, id string) error {
 	if err := mayRead(principalOf(c), t); err != nil {
 		return err
 	}
-	out := taskJSON(t, pending)
+	out := s.taskJSON(t, pending)
 	if out.PendingInterrupt != nil {
 		if out.PendingInterrupt.Approvals, err = s.approvalsOf(ctx, pending); err != nil {
 			return err
@@ -199,7 +199,7 @@ func (s *Server) listTasks(c echo.Context) error {
 		if itr, ok := pending[tasks[i].ID]; ok {
 			p = &itr
 		}
-		t := taskJSON(&tasks[i], p)
+		t := s.taskJSON(&tasks[i], p)
 		if p != nil {
 			if t.PendingInterrupt.Approvals, err = s.approvalsOf(ctx, p); err != nil {
 				return err
@@ -356,6 +356,9 @@ func (s *Server) cancelTask(c echo.Context) error {
 func (s *Server) retryTask(c echo.Context) error {
 	t, err := s.taskOf(c)
 	if err != nil {
+		return err
+	}
+	if err := s.resumable(c.Request().Context(), t); err != nil {
 		return err
 	}
 	if err := s.store.Retry(c.Request().Context(), t.ID, principalOf(c).Name); err != nil {

@@ -14,7 +14,7 @@ import (
 )
 
 const decisionSubject = `-- name: DecisionSubject :one
-SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error, t.event_seq, t.lease_owner, t.lease_expires_at, t.lease_fence, t.last_owner, t.created_by, t.created_at, t.updated_at, t.completed_at,
+SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error, t.event_seq, t.lease_owner, t.lease_expires_at, t.lease_fence, t.last_owner, t.created_by, t.created_at, t.updated_at, t.completed_at, t.definition_version, t.forked_from_task, t.forked_from_step,
        i.id AS i_id, i.task_id AS i_task_id, i.node AS i_node, i.kind AS i_kind, i.iteration AS i_iteration,
        i.payload AS i_payload, i.status AS i_status, i.created_at AS i_created_at, i.resolved_at AS i_resolved_at
 FROM tasks t
@@ -66,6 +66,9 @@ func (q *Queries) DecisionSubject(ctx context.Context, arg DecisionSubjectParams
 		&i.Task.CreatedAt,
 		&i.Task.UpdatedAt,
 		&i.Task.CompletedAt,
+		&i.Task.DefinitionVersion,
+		&i.Task.ForkedFromTask,
+		&i.Task.ForkedFromStep,
 		&i.IID,
 		&i.ITaskID,
 		&i.INode,
@@ -80,7 +83,7 @@ func (q *Queries) DecisionSubject(ctx context.Context, arg DecisionSubjectParams
 }
 
 const taskWithPending = `-- name: TaskWithPending :one
-SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error, t.event_seq, t.lease_owner, t.lease_expires_at, t.lease_fence, t.last_owner, t.created_by, t.created_at, t.updated_at, t.completed_at,
+SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error, t.event_seq, t.lease_owner, t.lease_expires_at, t.lease_fence, t.last_owner, t.created_by, t.created_at, t.updated_at, t.completed_at, t.definition_version, t.forked_from_task, t.forked_from_step,
        i.id AS i_id, i.task_id AS i_task_id, i.node AS i_node, i.kind AS i_kind, i.iteration AS i_iteration,
        i.payload AS i_payload, i.status AS i_status, i.created_at AS i_created_at, i.resolved_at AS i_resolved_at
 FROM tasks t
@@ -127,6 +130,9 @@ func (q *Queries) TaskWithPending(ctx context.Context, taskID uuid.UUID) (TaskWi
 		&i.Task.CreatedAt,
 		&i.Task.UpdatedAt,
 		&i.Task.CompletedAt,
+		&i.Task.DefinitionVersion,
+		&i.Task.ForkedFromTask,
+		&i.Task.ForkedFromStep,
 		&i.IID,
 		&i.ITaskID,
 		&i.INode,

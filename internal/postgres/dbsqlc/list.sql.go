@@ -146,7 +146,7 @@ func (q *Queries) InterruptPendingByTasks(ctx context.Context, taskIds []uuid.UU
 }
 
 const taskList = `-- name: TaskList :many
-SELECT id, workflow, title, input, options, status, current_node, result, error, event_seq, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at FROM tasks
+SELECT id, workflow, title, input, options, status, current_node, result, error, event_seq, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at, definition_version, forked_from_task, forked_from_step FROM tasks
 WHERE (created_at, id) < (COALESCE($1::timestamptz, 'infinity'::timestamptz),
                           COALESCE($2::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid))
 ORDER BY created_at DESC, id DESC
@@ -193,6 +193,9 @@ func (q *Queries) TaskList(ctx context.Context, arg TaskListParams) ([]Task, err
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.CompletedAt,
+			&i.DefinitionVersion,
+			&i.ForkedFromTask,
+			&i.ForkedFromStep,
 		); err != nil {
 			return nil, err
 		}
@@ -205,7 +208,7 @@ func (q *Queries) TaskList(ctx context.Context, arg TaskListParams) ([]Task, err
 }
 
 const taskListByStatus = `-- name: TaskListByStatus :many
-SELECT id, workflow, title, input, options, status, current_node, result, error, event_seq, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at FROM tasks
+SELECT id, workflow, title, input, options, status, current_node, result, error, event_seq, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at, definition_version, forked_from_task, forked_from_step FROM tasks
 WHERE status = $1::text
   AND ($2::text IS NULL OR workflow = $2::text)
   AND (created_at, id) < (COALESCE($3::timestamptz, 'infinity'::timestamptz),
@@ -257,6 +260,9 @@ func (q *Queries) TaskListByStatus(ctx context.Context, arg TaskListByStatusPara
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.CompletedAt,
+			&i.DefinitionVersion,
+			&i.ForkedFromTask,
+			&i.ForkedFromStep,
 		); err != nil {
 			return nil, err
 		}
@@ -269,7 +275,7 @@ func (q *Queries) TaskListByStatus(ctx context.Context, arg TaskListByStatusPara
 }
 
 const taskListByWorkflow = `-- name: TaskListByWorkflow :many
-SELECT id, workflow, title, input, options, status, current_node, result, error, event_seq, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at FROM tasks
+SELECT id, workflow, title, input, options, status, current_node, result, error, event_seq, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at, definition_version, forked_from_task, forked_from_step FROM tasks
 WHERE workflow = $1::text
   AND (created_at, id) < (COALESCE($2::timestamptz, 'infinity'::timestamptz),
                           COALESCE($3::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid))
@@ -317,6 +323,9 @@ func (q *Queries) TaskListByWorkflow(ctx context.Context, arg TaskListByWorkflow
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.CompletedAt,
+			&i.DefinitionVersion,
+			&i.ForkedFromTask,
+			&i.ForkedFromStep,
 		); err != nil {
 			return nil, err
 		}

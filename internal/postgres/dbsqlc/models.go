@@ -178,24 +178,27 @@ type StateBlob struct {
 }
 
 type Task struct {
-	ID             uuid.UUID
-	Workflow       string
-	Title          string
-	Input          json.RawMessage
-	Options        json.RawMessage
-	Status         string
-	CurrentNode    string
-	Result         json.RawMessage
-	Error          string
-	EventSeq       int64
-	LeaseOwner     *string
-	LeaseExpiresAt *time.Time
-	LeaseFence     int64
-	LastOwner      string
-	CreatedBy      string
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	CompletedAt    *time.Time
+	ID                uuid.UUID
+	Workflow          string
+	Title             string
+	Input             json.RawMessage
+	Options           json.RawMessage
+	Status            string
+	CurrentNode       string
+	Result            json.RawMessage
+	Error             string
+	EventSeq          int64
+	LeaseOwner        *string
+	LeaseExpiresAt    *time.Time
+	LeaseFence        int64
+	LastOwner         string
+	CreatedBy         string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	CompletedAt       *time.Time
+	DefinitionVersion string
+	ForkedFromTask    *uuid.UUID
+	ForkedFromStep    *int32
 }
 
 type TaskEvent struct {

@@ -359,7 +359,7 @@ func (q *Queries) TaskCountByStatus(ctx context.Context) ([]TaskCountByStatusRow
 }
 
 const taskGet = `-- name: TaskGet :one
-SELECT id, workflow, title, input, options, status, current_node, result, error, event_seq, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at FROM tasks WHERE id = $1
+SELECT id, workflow, title, input, options, status, current_node, result, error, event_seq, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at, definition_version, forked_from_task, forked_from_step FROM tasks WHERE id = $1
 `
 
 func (q *Queries) TaskGet(ctx context.Context, id uuid.UUID) (Task, error) {
@@ -384,6 +384,9 @@ func (q *Queries) TaskGet(ctx context.Context, id uuid.UUID) (Task, error) {
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.CompletedAt,
+		&i.DefinitionVersion,
+		&i.ForkedFromTask,
+		&i.ForkedFromStep,
 	)
 	return i, err
 }
@@ -408,20 +411,25 @@ func (q *Queries) TaskHeartbeat(ctx context.Context, arg TaskHeartbeatParams) (i
 }
 
 const taskInsert = `-- name: TaskInsert :exec
-INSERT INTO tasks (id, workflow, title, input, options, status, current_node, created_by, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
+INSERT INTO tasks (id, workflow, title, input, options, status, current_node, created_by, created_at, updated_at,
+                   definition_version, forked_from_task, forked_from_step)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9,
+        $10, $11::uuid, $12::int)
 `
 
 type TaskInsertParams struct {
-	ID          uuid.UUID
-	Workflow    string
-	Title       string
-	Input       json.RawMessage
-	Options     json.RawMessage
-	Status      string
-	CurrentNode string
-	CreatedBy   string
-	CreatedAt   time.Time
+	ID                uuid.UUID
+	Workflow          string
+	Title             string
+	Input             json.RawMessage
+	Options           json.RawMessage
+	Status            string
+	CurrentNode       string
+	CreatedBy         string
+	CreatedAt         time.Time
+	DefinitionVersion string
+	ForkedFromTask    *uuid.UUID
+	ForkedFromStep    *int32
 }
 
 func (q *Queries) TaskInsert(ctx context.Context, arg TaskInsertParams) error {
@@ -435,6 +443,9 @@ func (q *Queries) TaskInsert(ctx context.Context, arg TaskInsertParams) error {
 		arg.CurrentNode,
 		arg.CreatedBy,
 		arg.CreatedAt,
+		arg.DefinitionVersion,
+		arg.ForkedFromTask,
+		arg.ForkedFromStep,
 	)
 	return err
 }

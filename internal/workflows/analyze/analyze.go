@@ -37,6 +37,11 @@ import (
 // Name is the workflow's name.
 const Name = "analyze"
 
+// StateVersion is the version of State's shape, part of the workflow's
+// definition version: bump it when a change of State would make a stored
+// checkpoint mean something else.
+const StateVersion = 1
+
 // Node names.
 const (
 	NodePrepare = "prepare"
@@ -237,6 +242,7 @@ func New(p llm.Provider, opts ...Option) (*graph.Graph[State], error) {
 		prep = append(prep, graph.WithTimeout(w.cfg.timeout))
 	}
 	return graph.New[State](Name).
+		StateVersion(StateVersion).
 		Describe("Analysis", "A conversational analysis of a question and attached files: the analyst asks, you answer, until you reply SOLUTION APPROVED.").
 		Node(NodePrepare, w.prepare, prep...).
 		Node(NodeAsk, ask, graph.WithDescription("The analyst's message waits for your answer (a question interrupt).")).

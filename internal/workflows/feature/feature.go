@@ -33,6 +33,11 @@ import (
 // Name is the workflow's name.
 const Name = "feature"
 
+// StateVersion is the version of State's shape, part of the workflow's
+// definition version: bump it when a change of State would make a stored
+// checkpoint mean something else.
+const StateVersion = 1
+
 // Node names, in graph order.
 const (
 	NodeAnalyze                  = "analyze"
@@ -197,6 +202,8 @@ func New(exec Executor, opts ...Option) (*graph.Graph[State], error) {
 		return append(slices.Clone(o), graph.WithDescription(d))
 	}
 	return graph.New[State](Name).
+		StateVersion(StateVersion).
+		ValidateState(validateState).
 		Describe("Feature", "From a feature request to a merge: analysis, PRD (approved), research, plan (approved), implementation and merge (approved).").
 		Node(NodeAnalyze, w.analyze, withDesc("The analyst names and summarises the request (spec.yaml).", prod)...).
 		Node(NodeValidateSpecAnalyze, w.validateSpecAnalyze, graph.WithDescription("Checks spec.yaml has a name and a summary.")).
@@ -249,6 +256,20 @@ func initState(raw json.RawMessage, opts graph.Options) (State, error) {
 		SpecYAML:    initialSpec(in.Name, in.Description),
 		FeatureYAML: initialFeature(in.Name, in.Description),
 	}, nil
+}
+
+// validateState checks a state a person supplied (a fork's patch): the
+// request must still be there, as the input schema requires of it.
+func validateState(s State) error {
+	switch {
+	case strings.TrimSpace(s.Description) == "":
+		return &graph.ValidationError{Field: "state.description", Message: "is required and must not be empty"}
+	case len(s.Description) > MaxDescription:
+		return &graph.ValidationError{Field: "state.description", Message: fmt.Sprintf("is longer than %d bytes", MaxDescription)}
+	case utf8.RuneCountInString(s.Name) > MaxName:
+		return &graph.ValidationError{Field: "state.name", Message: fmt.Sprintf("is longer than %d characters", MaxName)}
+	}
+	return nil
 }
 
 // Result is what a succeeded feature task reports.

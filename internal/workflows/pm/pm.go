@@ -45,6 +45,11 @@ import (
 // Name is the workflow's name.
 const Name = "pm"
 
+// StateVersion is the version of State's shape, part of the workflow's
+// definition version: bump it when a change of State would make a stored
+// checkpoint mean something else.
+const StateVersion = 1
+
 // Node names, in graph order.
 const (
 	NodeLoadTaskContext  = "load_task_context"
@@ -285,6 +290,7 @@ func New(p llm.Provider, opts ...Option) (*graph.Graph[State], error) {
 		return o
 	}
 	return graph.New[State](Name).
+		StateVersion(StateVersion).
 		Describe("Project task", "A project manager plans a task in steps, dispatches them to workers, verifies each result against the acceptance criteria with bounded retries, and summarises.").
 		Node(NodeLoadTaskContext, w.loadTaskContext, graph.WithDescription("Reads the task and its acceptance criteria; computes the effective preferences.")).
 		Node(NodePlanSteps, w.planSteps, with(w.cfg.timeout, "The planner splits the task into steps with expected outputs and evidence (plan.yaml).")...).

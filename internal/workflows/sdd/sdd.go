@@ -42,6 +42,11 @@ import (
 // Name is the workflow's name.
 const Name = "sdd"
 
+// StateVersion is the version of State's shape, part of the workflow's
+// definition version: bump it when a change of State would make a stored
+// checkpoint mean something else.
+const StateVersion = 1
+
 // Node names, in graph order.
 const (
 	NodeDraftHLD       = "draft_hld"
@@ -241,6 +246,7 @@ func New(p llm.Provider, opts ...Option) (*graph.Graph[State], error) {
 		return o
 	}
 	return graph.New[State](Name).
+		StateVersion(StateVersion).
 		Describe("Software design document",
 			"From a project brief to an approved software design document: HLD, LLD and database design, reviewed and revised, formatted, approved by a human.").
 		Node(NodeDraftHLD, w.draftHLD, agentNode("The system architect drafts the high-level design (hld.md).")...).

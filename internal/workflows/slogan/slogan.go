@@ -51,6 +51,11 @@ import (
 // Name is the workflow's name.
 const Name = "slogan"
 
+// StateVersion is the version of State's shape, part of the workflow's
+// definition version: bump it when a change of State would make a stored
+// checkpoint mean something else.
+const StateVersion = 1
+
 // Node names, in graph order.
 const (
 	NodeWriter   = "writer"
@@ -236,6 +241,7 @@ func New(p llm.Provider, opts ...Option) (*graph.Graph[State], error) {
 		return o
 	}
 	return graph.New[State](Name).
+		StateVersion(StateVersion).
 		Describe("Slogan", "A writer and a reviewer refine a slogan until the reviewer says SHIP IT! or the turns run out.").
 		Node(NodeWriter, w.writer, llmNode("The writer proposes a slogan (slogan.txt), using the last review as feedback.")...).
 		Node(NodeReviewer, w.reviewer, llmNode("The reviewer (an LLM, or a human with human_reviewer) reviews it (review.txt).")...).
