@@ -234,6 +234,8 @@ type TaskPage struct {
 	Deliverable *Deliverable
 	// DemoModel: the replies come from the offline scripted model.
 	DemoModel bool
+	// Lineage links forks both ways and flags a changed definition.
+	Lineage TaskLineage
 }
 
 // Deliverable is a finished task's main document, rendered.
@@ -311,6 +313,10 @@ type TimelineItem struct {
 	Quote     string // feedback, error
 	// Detail is shown collapsed (prompt and reply of an LLM call).
 	Detail []DetailPart
+	// ForkURL, when set, is the "Re-run from here" form of the checkpoint
+	// this event's commit wrote (ForkStep).
+	ForkURL  string
+	ForkStep int
 }
 
 // DetailPart is a labelled block of text.

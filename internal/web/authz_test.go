@@ -128,6 +128,8 @@ func TestRoleEndpointMatrix(t *testing.T) {
 			// Only a failed task retries: a waiting one is a conflict, once
 			// the caller may retry at all.
 			return built{path: path, body: "", ctype: "application/x-www-form-urlencoded", expect: []int{http.StatusConflict}}
+		case "POST /tasks/:id/fork":
+			return form(url.Values{"step": {"0"}}, http.StatusSeeOther)
 		case "POST /api/v1/tasks/:id/fork":
 			return built{path: path, body: `{"step":0}`, ctype: "application/json", expect: []int{http.StatusCreated}}
 		case "GET /login":

@@ -147,6 +147,9 @@ func (d *desk) taskPage(c echo.Context) error {
 	sel := parseArtifactSel(c.QueryParams())
 	page := d.buildTaskPage(ctx, td, sel, userOf(ctx))
 	page.Page = d.pageMeta(ctx, td.task.Title, "")
+	if err := d.timeTravel(ctx, td, &page); err != nil {
+		return err
+	}
 	if isHX(c) && c.Request().Header.Get("HX-Target") == "artifact-view" {
 		// Only what the artifact links swap: the view, and the index for its
 		// selection.
