@@ -221,12 +221,17 @@ func checkpointLabel(h postgres.HistoryEntry) string {
 		what = "start"
 	case h.Reason == "fork":
 		what = "forked here"
+	case h.Reason == "interrupt":
+		what = strings.ReplaceAll(h.NextNode, "_", " ") + " asked a question"
+	case h.Reason == "node" && h.LastNode == h.NextNode:
+		// A gated node's run, waiting for its decision.
+		what = "after " + strings.ReplaceAll(h.LastNode, "_", " ") + ", at its gate"
 	case h.LastNode != "":
 		what = "after " + strings.ReplaceAll(h.LastNode, "_", " ")
 	default:
 		what = h.Reason
 	}
-	if h.NextNode != "" && h.NextNode != graph.END {
+	if h.NextNode != "" && h.NextNode != graph.END && h.LastNode != h.NextNode && h.Reason != "interrupt" {
 		what += ", before " + strings.ReplaceAll(h.NextNode, "_", " ")
 	}
 	if h.Reason == "decision" {

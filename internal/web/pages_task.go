@@ -585,6 +585,14 @@ func timelineItem(ev *graph.Event) views.TimelineItem {
 	switch ev.Type {
 	case graph.EventTaskCreated:
 		it.Summary, it.Who = "Task created", str("created_by")
+	case graph.EventTaskForked:
+		step, _ := data["step"].(float64)
+		it.Summary, it.Who = fmt.Sprintf("Forked from task %s at step %d", shortTaskID(str("source_task_id")), int(step)), str("created_by")
+		if p, ok := data["patch"]; ok {
+			if b, err := json.MarshalIndent(p, "", "  "); err == nil {
+				it.Detail = []views.DetailPart{{Label: "State patch (JSON merge patch)", Text: string(b)}}
+			}
+		}
 	case graph.EventNodeStarted:
 		it.Summary = "Started " + node
 		if ev.Iteration > 1 {
