@@ -84,6 +84,12 @@ END {
 	unit["BenchmarkStateSize|us_1k/step"] = "us/step"
 	unit["BenchmarkStateSize|us_64k/step"] = "us/step"
 	unit["BenchmarkStateSize|us_1m/step"] = "us/step"
+	fig["BenchmarkLangGraphResume|native_p50_ms"] = "BENCH approval_native_p50_same_run"
+	fig["BenchmarkLangGraphResume|langgraph_p50_ms"] = "BENCH langgraph_resume_p50"
+	fig["BenchmarkLangGraphResume|langgraph_end_p50_ms"] = "BENCH langgraph_resume_to_end_p50"
+	unit["BenchmarkLangGraphResume|native_p50_ms"] = "ms"
+	unit["BenchmarkLangGraphResume|langgraph_p50_ms"] = "ms"
+	unit["BenchmarkLangGraphResume|langgraph_end_p50_ms"] = "ms"
 	unit["BenchmarkPGStepVsFloor|floor_us/op"] = "us/op"
 	unit["BenchmarkThroughput16|floor_ops/s"] = "ops/s"
 	unit["BenchmarkApprovalRoundTrip/tasks=1|p50_ms"] = "ms"
@@ -104,6 +110,8 @@ END {
 		printf "RATIO throughput_16_vs_floor: %.2f\n", median("BenchmarkThroughput16|ratio")
 	if ("BenchmarkStateSize|ratio_1m_vs_1k" in vals)
 		printf "RATIO state_1m_vs_1k_step: %.2f\n", median("BenchmarkStateSize|ratio_1m_vs_1k")
+	if ("BenchmarkLangGraphResume|ratio_p50" in vals)
+		printf "RATIO langgraph_resume_vs_native_approval_p50: %.2f (target <= 1.3)\n", median("BenchmarkLangGraphResume|ratio_p50")
 	if ("BenchmarkThroughput16|cpu_ratio" in vals)
 		printf "RATIO throughput_16_cpu_per_step_vs_floor_op: %.2f\n", median("BenchmarkThroughput16|cpu_ratio")
 }' "$out"

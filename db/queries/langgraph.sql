@@ -8,24 +8,17 @@ VALUES (@id, @metadata, @created_by)
 ON CONFLICT (id) DO NOTHING
 RETURNING id;
 
--- LGThreadAdopt gives a task started elsewhere its thread row (a run needs
--- one), with the metadata it was shown with.
--- name: LGThreadAdopt :exec
-INSERT INTO lg_threads (id, metadata, created_by, created_at)
-SELECT t.id, @metadata::jsonb, t.created_by, t.created_at FROM tasks t WHERE t.id = @id
-ON CONFLICT (id) DO NOTHING;
-
 -- name: LGThreadMergeMetadata :exec
 UPDATE lg_threads SET metadata = metadata || @patch::jsonb, updated_at = now() WHERE id = @id;
 
 -- name: LGThreadGet :one
 SELECT th.id, th.metadata, th.created_at, GREATEST(th.updated_at, t.updated_at)::timestamptz AS updated_at,
-       t.status AS task_status, t.workflow AS task_workflow, t.event_seq AS task_event_seq
+       t.status AS task_status, t.workflow AS task_workflow, t.event_seq AS task_event_seq, true AS stored
 FROM lg_threads th LEFT JOIN tasks t ON t.id = th.id
 WHERE th.id = @id
 UNION ALL
 SELECT t.id, jsonb_build_object('graph_id', t.workflow, 'assistant_id', @assistants::jsonb ->> t.workflow),
-       t.created_at, t.updated_at, t.status, t.workflow, t.event_seq
+       t.created_at, t.updated_at, t.status, t.workflow, t.event_seq, false
 FROM tasks t
 WHERE t.id = @id AND NOT EXISTS (SELECT 1 FROM lg_threads x WHERE x.id = t.id);
 
@@ -66,9 +59,15 @@ ORDER BY
 LIMIT @max_rows::int OFFSET @skip::int;
 
 -- LGRunInsert starts a run after the task's last event (0: no task yet)
--- at its current checkpoint step. A second active run of the thread
--- violates lg_runs_one_active_idx.
+-- at its current checkpoint step, giving a task started elsewhere its
+-- thread row first (adopt). A second active run of the thread violates
+-- lg_runs_one_active_idx.
 -- name: LGRunInsert :one
+WITH adopt AS (
+    INSERT INTO lg_threads (id, metadata, created_by, created_at)
+    SELECT t.id, @adopt_metadata::jsonb, t.created_by, t.created_at FROM tasks t WHERE t.id = @thread_id AND @adopt::bool
+    ON CONFLICT (id) DO NOTHING
+)
 INSERT INTO lg_runs (id, thread_id, assistant_id, after_seq, start_step, metadata, kwargs, multitask_strategy, created_by)
 SELECT @id, @thread_id, @assistant_id, COALESCE((SELECT t.event_seq FROM tasks t WHERE t.id = @thread_id), 0),
        COALESCE((SELECT c.step FROM workflow_checkpoints c WHERE c.task_id = @thread_id), 0),
@@ -119,3 +118,35 @@ LIMIT @max_rows::int OFFSET @skip::int;
 
 -- name: LGTaskEventSeq :one
 SELECT event_seq FROM tasks WHERE id = @id;
+
+-- LGLastRejection is the feedback of the last rejection at node before
+-- the interrupt named (the reviewer sees why this version was made).
+-- name: LGLastRejection :one
+SELECT d.feedback
+FROM decisions d JOIN interrupts i ON i.id = d.interrupt_id
+WHERE d.task_id = @task_id AND i.node = @node AND d.action = 'reject' AND d.interrupt_id <> @interrupt_id::uuid
+ORDER BY d.decided_at DESC
+LIMIT 1;
+
+-- LGNodeCheckpointNth is the n-th (from 0) checkpoint a node run wrote
+-- after step, with its blobs: the state after the run's n-th node.
+-- name: LGNodeCheckpointNth :one
+SELECT c.step, c.state, c.state_refs, sb.keys AS blob_keys, sb.vals AS blob_values
+FROM checkpoint_history c
+LEFT JOIN LATERAL (SELECT array_agg(r.key ORDER BY r.key)::text[] AS keys, array_agg(b.value ORDER BY r.key)::text[] AS vals
+                   FROM jsonb_each_text(c.state_refs) r
+                   JOIN state_blobs b ON b.task_id = c.task_id AND b.hash = decode(r.value, 'hex')) sb ON true
+WHERE c.task_id = @task_id AND c.step > @after::int AND c.reason = 'node'
+ORDER BY c.step
+OFFSET @n::int
+LIMIT 1;
+
+-- LGInterruptWithFeedback is an interrupt with the feedback of the last
+-- rejection at its node before it.
+-- name: LGInterruptWithFeedback :one
+SELECT i.id, i.task_id, i.node, i.kind, i.iteration, i.payload, i.status, i.created_at, i.resolved_at, COALESCE((
+    SELECT d.feedback FROM decisions d JOIN interrupts j ON j.id = d.interrupt_id
+    WHERE d.task_id = i.task_id AND j.node = i.node AND d.action = 'reject' AND d.interrupt_id <> i.id
+    ORDER BY d.decided_at DESC LIMIT 1), '')::text AS feedback
+FROM interrupts i
+WHERE i.id = @id;

@@ -165,22 +165,22 @@ func titleOf(workflow string, input json.RawMessage) string {
 // command.resume decides the pending interrupt through the Decider; a run
 // with neither resumes a failed task from its last checkpoint. Nothing is
 // written when the request is refused.
-func (a *API) start(c echo.Context) (*postgres.LGRun, []string, error) {
+func (a *API) start(c echo.Context) (*postgres.LGRun, []string, *graph.Task, error) {
 	var req runRequest
 	if err := decodeBody(c, &req); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	threadID := c.Param("thread_id")
 	if _, err := uuid.Parse(threadID); err != nil {
-		return nil, nil, unprocessable("thread_id: %s is not a UUID", quote(threadID))
+		return nil, nil, nil, unprocessable("thread_id: %s is not a UUID", quote(threadID))
 	}
 	as, err := a.assistantFor(req.AssistantID)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	modes, err := streamModes(req.StreamMode)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	strategy := req.MultitaskStrategy
 	switch strategy {
@@ -188,35 +188,35 @@ func (a *API) start(c echo.Context) (*postgres.LGRun, []string, error) {
 		strategy = "reject"
 	case "reject", "interrupt", "rollback", "enqueue":
 	default:
-		return nil, nil, unprocessable("multitask_strategy: want reject, interrupt, rollback or enqueue, not %s", quote(strategy))
+		return nil, nil, nil, unprocessable("multitask_strategy: want reject, interrupt, rollback or enqueue, not %s", quote(strategy))
 	}
 	switch req.IfNotExists {
 	case "", "reject", "create":
 	default:
-		return nil, nil, unprocessable("if_not_exists: want reject or create, not %s", quote(req.IfNotExists))
+		return nil, nil, nil, unprocessable("if_not_exists: want reject or create, not %s", quote(req.IfNotExists))
 	}
 	if req.CheckpointID != nil && *req.CheckpointID != "" {
-		return nil, nil, unprocessable("checkpoint_id: runs from an earlier checkpoint are not supported; fork the task instead")
+		return nil, nil, nil, unprocessable("checkpoint_id: runs from an earlier checkpoint are not supported; fork the task instead")
 	}
 	hasInput := !isNull(req.Input)
 	hasResume := req.Command != nil && !isNull(req.Command.Resume)
 	switch {
 	case req.Command != nil && (!isNull(req.Command.Goto) || !isNull(req.Command.Update)):
-		return nil, nil, unprocessable("command: only resume is supported (goto and update would move a task outside its graph)")
+		return nil, nil, nil, unprocessable("command: only resume is supported (goto and update would move a task outside its graph)")
 	case req.Command != nil && !hasResume:
-		return nil, nil, unprocessable("command.resume is required: a HumanResponse such as [{\"type\": \"accept\"}]")
+		return nil, nil, nil, unprocessable("command.resume is required: a HumanResponse such as [{\"type\": \"accept\"}]")
 	case hasInput && hasResume:
-		return nil, nil, unprocessable("input and command: send one; input starts the thread's task, command.resume answers its interrupt")
+		return nil, nil, nil, unprocessable("input and command: send one; input starts the thread's task, command.resume answers its interrupt")
 	}
 	if hasInput {
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(req.Input, &obj); err != nil {
-			return nil, nil, unprocessable("input: must be an object (the %s workflow's input)", as.GraphID)
+			return nil, nil, nil, unprocessable("input: must be an object (the %s workflow's input)", as.GraphID)
 		}
 	}
 	md, err := objectOrEmpty(req.Metadata, "metadata")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if hasResume {
 		err = need(c, auth.RoleApprover, "resuming a thread")
@@ -224,28 +224,33 @@ func (a *API) start(c echo.Context) (*postgres.LGRun, []string, error) {
 		err = need(c, auth.RoleOperator, "starting a run")
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	opts, err := optionsOf(req.Config, req.Context)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	kwargs, _ := json.Marshal(map[string]any{"input": req.Input, "command": req.Command, "config": req.Config,
 		"context": req.Context, "stream_mode": modes, "stream_resumable": req.StreamResumable != nil && *req.StreamResumable})
 
 	ctx := c.Request().Context()
 	who := principalOf(c)
-	v, err := a.load(ctx, threadID)
+	var v *view
+	if hasResume {
+		v, err = a.loadResumable(ctx, threadID)
+	} else {
+		v, err = a.loadTask(ctx, threadID)
+	}
 	if errors.Is(err, postgres.ErrThreadNotFound) && req.IfNotExists == "create" {
 		if _, err = a.store.LGCreateThread(ctx, threadID, json.RawMessage(`{}`), who.Name); err == nil {
-			v, err = a.load(ctx, threadID)
+			v, err = a.loadTask(ctx, threadID)
 		}
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := mayRead(c, v); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	run := &postgres.LGRun{ID: graph.NewID(), ThreadID: v.th.ID, AssistantID: as.AssistantID, Metadata: md, Kwargs: kwargs,
 		MultitaskStrategy: strategy, CreatedBy: who.Name}
@@ -259,31 +264,31 @@ func (a *API) start(c echo.Context) (*postgres.LGRun, []string, error) {
 	switch {
 	case hasInput:
 		if v.task != nil {
-			return nil, nil, conflict("thread %s already holds a task (%s, %s): a thread holds one task; start another thread",
+			return nil, nil, nil, conflict("thread %s already holds a task (%s, %s): a thread holds one task; start another thread",
 				v.th.ID, v.task.Workflow, v.status())
 		}
-		if err := a.store.LGCreateRun(ctx, run); err != nil {
-			return nil, nil, err
+		if err := a.store.LGCreateRun(ctx, run, nil); err != nil {
+			return nil, nil, nil, err
 		}
 		if _, err := a.engine.Create(ctx, graph.NewTask{ID: v.th.ID, Workflow: as.GraphID, Title: titleOf(as.GraphID, req.Input),
 			Input: req.Input, Options: opts, CreatedBy: who.Name}); err != nil {
-			return nil, nil, undo(err)
+			return nil, nil, nil, undo(err)
 		}
 		patch, _ := json.Marshal(map[string]string{"graph_id": as.GraphID, "assistant_id": as.AssistantID})
 		if err := a.store.LGMergeThreadMetadata(ctx, v.th.ID, patch); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		a.wakeRunner()
 	case hasResume:
 		if v.task == nil || v.task.Status != graph.StatusWaiting || v.pending == nil {
-			return nil, nil, conflict("thread %s is %s, not interrupted: there is nothing to resume", v.th.ID, v.status())
+			return nil, nil, nil, conflict("thread %s is %s, not interrupted: there is nothing to resume", v.th.ID, v.status())
 		}
 		if v.task.Workflow != as.GraphID {
-			return nil, nil, unprocessable("assistant_id: the thread's task runs %s, not %s", v.task.Workflow, as.GraphID)
+			return nil, nil, nil, unprocessable("assistant_id: the thread's task runs %s, not %s", v.task.Workflow, as.GraphID)
 		}
 		in, err := decisionOf(req.Command.Resume, v.pending)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if err := a.decider.MayDecide(who, v.task, v.pending); err != nil {
 			// Refused before anything is written; the Decider audits its
@@ -292,26 +297,23 @@ func (a *API) start(c echo.Context) (*postgres.LGRun, []string, error) {
 			if derr == nil {
 				derr = err
 			}
-			return nil, nil, derr
+			return nil, nil, nil, derr
 		}
-		if err := a.store.LGAdoptThread(ctx, v.th.ID, v.th.Metadata); err != nil {
-			return nil, nil, err
-		}
-		if err := a.store.LGCreateRun(ctx, run); err != nil {
-			return nil, nil, err
+		if err := a.store.LGCreateRun(ctx, run, adoption(v)); err != nil {
+			return nil, nil, nil, err
 		}
 		lease, settle := a.offerWorker()
 		in.Lease = lease
 		out, err := a.decider.DecideOn(ctx, who, auth.Subject{Task: v.task, Interrupt: v.pending}, in)
 		settle(v.th.ID)
 		if err != nil {
-			return nil, nil, undo(err)
+			return nil, nil, nil, undo(err)
 		}
 		if out.Pending() {
 			// One approval of several: the interrupt waits on for the
 			// others, and this run ends where it began.
 			if err := a.store.LGSettleRun(ctx, run.ID, "success", run.AfterSeq); err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			if r, err := a.store.LGRun(ctx, run.ThreadID, run.ID); err == nil {
 				run = r
@@ -322,24 +324,52 @@ func (a *API) start(c echo.Context) (*postgres.LGRun, []string, error) {
 	default:
 		switch {
 		case v.task == nil:
-			return nil, nil, unprocessable("input is required: the thread's first run starts its task")
+			return nil, nil, nil, unprocessable("input is required: the thread's first run starts its task")
 		case v.task.Status == graph.StatusFailed:
-			if err := a.store.LGCreateRun(ctx, run); err != nil {
-				return nil, nil, err
+			if err := a.store.LGCreateRun(ctx, run, adoption(v)); err != nil {
+				return nil, nil, nil, err
 			}
 			if err := a.store.Retry(ctx, v.task.ID, who.Name); err != nil {
-				return nil, nil, undo(err)
+				return nil, nil, nil, undo(err)
 			}
 			a.wakeRunner()
 		case v.task.Status == graph.StatusWaiting:
-			return nil, nil, conflict("thread %s is interrupted: resume it with command.resume", v.th.ID)
+			return nil, nil, nil, conflict("thread %s is interrupted: resume it with command.resume", v.th.ID)
 		case v.task.Status.Terminal():
-			return nil, nil, conflict("thread %s's task has %s: a thread holds one task; start another thread", v.th.ID, v.task.Status)
+			return nil, nil, nil, conflict("thread %s's task has %s: a thread holds one task; start another thread", v.th.ID, v.task.Status)
 		default:
-			return nil, nil, postgres.ErrThreadBusy
+			return nil, nil, nil, postgres.ErrThreadBusy
 		}
 	}
-	return run, modes, nil
+	return run, modes, v.task, nil
+}
+
+// adoption is the metadata a task started elsewhere gets with its thread
+// row when its first run here starts (nil: the thread has its row).
+func adoption(v *view) json.RawMessage {
+	if v.th.Stored {
+		return nil
+	}
+	return v.th.Metadata
+}
+
+// loadResumable reads what a resume needs in one statement: the task and
+// its pending interrupt (its thread's row is written, if missing, with the
+// run). A thread without a task is read as such (to refuse it).
+func (a *API) loadResumable(ctx context.Context, threadID string) (*view, error) {
+	if _, err := uuid.Parse(threadID); err != nil {
+		return nil, unprocessable("thread_id: %s is not a UUID", quote(threadID))
+	}
+	t, pending, err := a.store.TaskWithPending(ctx, threadID)
+	if errors.Is(err, graph.ErrTaskNotFound) {
+		return a.loadTask(ctx, threadID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	md, _ := json.Marshal(map[string]string{"graph_id": t.Workflow, "assistant_id": AssistantID(t.Workflow)})
+	return &view{th: &postgres.LGThread{ID: t.ID, Metadata: md, TaskStatus: t.Status, Workflow: t.Workflow,
+		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}, task: t, pending: pending}, nil
 }
 
 func runLocation(r *postgres.LGRun) string {
@@ -348,7 +378,7 @@ func runLocation(r *postgres.LGRun) string {
 
 // createRun: POST /threads/{id}/runs → Run (a background run).
 func (a *API) createRun(c echo.Context) error {
-	run, _, err := a.start(c)
+	run, _, _, err := a.start(c)
 	if err != nil {
 		return err
 	}
@@ -358,16 +388,16 @@ func (a *API) createRun(c echo.Context) error {
 
 // streamRun: POST /threads/{id}/runs/stream → SSE until the run ends.
 func (a *API) streamRun(c echo.Context) error {
-	run, modes, err := a.start(c)
+	run, modes, task, err := a.start(c)
 	if err != nil {
 		return err
 	}
-	return a.serveStream(c, run, modes, position{seq: -1})
+	return a.serveStream(c, run, modes, position{seq: -1}, task)
 }
 
 // waitRun: POST /threads/{id}/runs/wait → the thread's values once the run ends.
 func (a *API) waitRun(c echo.Context) error {
-	run, _, err := a.start(c)
+	run, _, _, err := a.start(c)
 	if err != nil {
 		return err
 	}
@@ -473,7 +503,7 @@ func (a *API) joinStream(c echo.Context) error {
 			return err
 		}
 	}
-	return a.serveStream(c, run, modes, from)
+	return a.serveStream(c, run, modes, from, nil)
 }
 
 // cancelRun: POST …/runs/{run_id}/cancel?wait=&action= cancels the task

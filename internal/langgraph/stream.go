@@ -66,7 +66,7 @@ func clearWriteDeadline(c echo.Context) {
 // serveStream answers the run as SSE: metadata first, then the requested
 // modes as the task moves, end last, with a heartbeat comment every
 // heartbeat period. Events at or before from are not sent again.
-func (a *API) serveStream(c echo.Context, run *postgres.LGRun, modes []string, from position) error {
+func (a *API) serveStream(c echo.Context, run *postgres.LGRun, modes []string, from position, task *graph.Task) error {
 	if a.hub == nil {
 		return &apiError{Status: http.StatusServiceUnavailable, Detail: "live events are not available"}
 	}
@@ -86,7 +86,7 @@ func (a *API) serveStream(c echo.Context, run *postgres.LGRun, modes []string, f
 	done := make(chan error, 1)
 	go func() {
 		defer close(out)
-		done <- a.produce(ctx, run, modes, from, out)
+		done <- a.produce(ctx, run, modes, from, task, out)
 	}()
 	beat := time.NewTicker(a.heartbeat)
 	defer beat.Stop()
@@ -120,7 +120,8 @@ func (a *API) serveStream(c echo.Context, run *postgres.LGRun, modes []string, f
 
 // produce renders the run's stream into out; it returns when the run's end
 // was sent, or ctx ends.
-func (a *API) produce(ctx context.Context, run *postgres.LGRun, modes []string, from position, out chan<- sseEvent) error {
+func (a *API) produce(ctx context.Context, run *postgres.LGRun, modes []string, from position, task *graph.Task,
+	out chan<- sseEvent) error {
 	emit := func(p position, event string, v any) error {
 		if !p.after(from) {
 			return nil
@@ -147,9 +148,11 @@ func (a *API) produce(ctx context.Context, run *postgres.LGRun, modes []string, 
 		map[string]any{"run_id": run.ID, "thread_id": run.ThreadID, "attempt": 1}); err != nil {
 		return err
 	}
-	end := func(seq int64) error {
-		if err := a.store.LGSettleRuns(context.WithoutCancel(ctx), run.ThreadID); err != nil {
-			return err
+	end := func(seq int64, status string) error {
+		if status != "" {
+			if err := a.store.LGSettleRun(context.WithoutCancel(ctx), run.ID, status, seq); err != nil {
+				return err
+			}
 		}
 		return emit(position{seq: seq, k: kEnd}, "end", json.RawMessage("null"))
 	}
@@ -165,90 +168,166 @@ func (a *API) produce(ctx context.Context, run *postgres.LGRun, modes []string, 
 				return err
 			}
 		}
-		return end(run.AfterSeq)
+		return end(run.AfterSeq, "")
 	}
 
+	// Each task event becomes a step whose reads start at once, in
+	// parallel with the next ones; the steps are emitted in order. A gate's
+	// node.completed and task.waiting arrive together: their reads overlap
+	// instead of queueing behind each other.
 	f := follower{a: a, run: run}
-	prev, err := f.stateAt(ctx, run.StartStep)
-	if err != nil {
-		return err
-	}
-	step := run.StartStep
-	_, err = a.hub.Follow(ctx, run.ThreadID, run.AfterSeq, func(ev graph.Event) error {
+	steps := make(chan *streamStep, streamBuffer)
+	emitted := make(chan error, 1)
+	go func() { emitted <- f.emitSteps(ctx, steps, emit, want, end, task) }()
+	nodes := 0
+	_, err := a.hub.Follow(ctx, run.ThreadID, run.AfterSeq, func(ev graph.Event) error {
+		st := &streamStep{ev: ev, ready: make(chan struct{})}
 		switch ev.Type {
-		case graph.EventNodeStarted:
-			if want("events") {
-				return emit(position{ev.Seq, 1}, "events", f.chainEvent("on_chain_start", ev, map[string]any{"input": json.RawMessage(prev)}))
-			}
+		case graph.EventNodeStarted, graph.EventTaskFailed, graph.EventTaskCompleted, graph.EventTaskCancelled:
+			close(st.ready)
 		case graph.EventNodeCompleted:
-			st, s, err := f.nodeState(ctx, step)
-			if err != nil {
-				return err
-			}
-			if s > step {
-				step = s
-			}
-			upd := diff(prev, st)
-			prev = st
-			if want("updates") {
-				if err := emit(position{ev.Seq, 1}, "updates", map[string]json.RawMessage{ev.Node: upd}); err != nil {
-					return err
-				}
-			}
-			if want("values") {
-				if err := emit(position{ev.Seq, 2}, "values", st); err != nil {
-					return err
-				}
-			}
-			if want("events") {
-				return emit(position{ev.Seq, 3}, "events", f.chainEvent("on_chain_end", ev, map[string]any{"output": upd,
-					"input": json.RawMessage(prev)}))
-			}
+			n := nodes
+			nodes++
+			go func() {
+				defer close(st.ready)
+				st.state, st.err = f.nodeState(ctx, n)
+			}()
 		case graph.EventTaskWaiting:
 			var d struct {
 				InterruptID string `json:"interrupt_id"`
 			}
 			_ = json.Unmarshal(ev.Data, &d)
-			itr, err := a.store.Interrupt(ctx, d.InterruptID)
-			if err != nil {
-				return err
-			}
-			task, err := a.store.Task(ctx, run.ThreadID)
-			if err != nil {
-				return err
-			}
-			if err := a.emitWaiting(ctx, emit, want, ev.Seq, prev, task, itr); err != nil {
-				return err
-			}
+			go func() {
+				defer close(st.ready)
+				st.itr, st.feedback, st.err = a.store.LGInterruptWithFeedback(ctx, d.InterruptID)
+			}()
+		default:
+			return nil
+		}
+		select {
+		case steps <- st:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if endsRun(ev.Type) {
 			return errRunEnded
+		}
+		return nil
+	})
+	close(steps)
+	eerr := <-emitted
+	if !errors.Is(err, errRunEnded) {
+		return err
+	}
+	return eerr
+}
+
+// streamStep is one task event of a run's stream with what it needs read.
+type streamStep struct {
+	ev       graph.Event
+	ready    chan struct{}
+	state    json.RawMessage
+	itr      *graph.Interrupt
+	feedback string
+	err      error
+}
+
+// emitSteps emits the steps in order as their reads complete, and the end.
+func (f follower) emitSteps(ctx context.Context, steps <-chan *streamStep, emit func(position, string, any) error,
+	want func(string) bool, end func(int64, string) error, task *graph.Task) error {
+	a, run := f.a, f.run
+	// The state before the run's first node, read only when a diff or a
+	// stop before any node needs it.
+	var prev json.RawMessage
+	before := func() (json.RawMessage, error) {
+		if prev == nil {
+			st, err := f.stateAt(ctx, run.StartStep)
+			if err != nil {
+				return nil, err
+			}
+			prev = st
+		}
+		return prev, nil
+	}
+	var failed error
+	for st := range steps {
+		if failed != nil {
+			continue // drain
+		}
+		select {
+		case <-st.ready:
+		case <-ctx.Done():
+			failed = ctx.Err()
+			continue
+		}
+		if st.err != nil {
+			failed = st.err
+			continue
+		}
+		ev := st.ev
+		var err error
+		switch ev.Type {
+		case graph.EventNodeStarted:
+			if want("events") {
+				var in json.RawMessage
+				if in, err = before(); err == nil {
+					err = emit(position{ev.Seq, 1}, "events", f.chainEvent("on_chain_start", ev, map[string]any{"input": in}))
+				}
+			}
+		case graph.EventNodeCompleted:
+			var in, upd json.RawMessage
+			if want("updates") || want("events") {
+				if in, err = before(); err != nil {
+					break
+				}
+				upd = diff(in, st.state)
+			}
+			prev = st.state
+			if want("updates") {
+				if err = emit(position{ev.Seq, 1}, "updates", map[string]json.RawMessage{ev.Node: upd}); err != nil {
+					break
+				}
+			}
+			if want("values") {
+				if err = emit(position{ev.Seq, 2}, "values", st.state); err != nil {
+					break
+				}
+			}
+			if want("events") {
+				err = emit(position{ev.Seq, 3}, "events", f.chainEvent("on_chain_end", ev, map[string]any{"output": upd, "input": in}))
+			}
+		case graph.EventTaskWaiting:
+			if task == nil {
+				if task, err = a.store.Task(ctx, run.ThreadID); err != nil {
+					break
+				}
+			}
+			var state json.RawMessage
+			if state, err = before(); err != nil {
+				break
+			}
+			iv := []interruptValue{{Value: humanInterruptOf(task, st.itr, st.feedback), ID: st.itr.ID}}
+			if err = emitInterrupt(emit, want, ev.Seq, state, iv); err == nil {
+				err = end(ev.Seq, "success")
+			}
 		case graph.EventTaskFailed:
 			var d struct {
 				Error string `json:"error"`
 			}
 			_ = json.Unmarshal(ev.Data, &d)
-			if err := emit(position{ev.Seq, 1}, "error", map[string]string{"error": "TaskFailed", "message": d.Error}); err != nil {
-				return err
+			if err = emit(position{ev.Seq, 1}, "error", map[string]string{"error": "TaskFailed", "message": d.Error}); err == nil {
+				err = end(ev.Seq, "error")
 			}
-			return errRunEnded
-		case graph.EventTaskCompleted, graph.EventTaskCancelled:
-			return errRunEnded
+		case graph.EventTaskCompleted:
+			err = end(ev.Seq, "success")
+		case graph.EventTaskCancelled:
+			err = end(ev.Seq, "interrupted")
 		}
-		return nil
-	})
-	if !errors.Is(err, errRunEnded) {
-		return err
+		if err != nil {
+			failed = err
+		}
 	}
-	// The event that ended the run is the last one Follow sent: settle the
-	// run at it, then say end.
-	last, err := a.store.LGRun(context.WithoutCancel(ctx), run.ThreadID, run.ID)
-	if err != nil {
-		return err
-	}
-	seq := run.AfterSeq
-	if last.EndSeq != nil {
-		seq = *last.EndSeq
-	}
-	return end(seq)
+	return failed
 }
 
 // emitWaiting sends what a run that stops at an interrupt ends with: the
@@ -259,7 +338,11 @@ func (a *API) emitWaiting(ctx context.Context, emit func(position, string, any) 
 	if err != nil {
 		return err
 	}
-	iv := []interruptValue{{Value: humanInterruptOf(task, itr, fb), ID: itr.ID}}
+	return emitInterrupt(emit, want, seq, state, []interruptValue{{Value: humanInterruptOf(task, itr, fb), ID: itr.ID}})
+}
+
+func emitInterrupt(emit func(position, string, any) error, want func(string) bool, seq int64, state json.RawMessage,
+	iv []interruptValue) error {
 	if want("values") {
 		vals := map[string]any{}
 		_ = json.Unmarshal(state, &vals)
@@ -300,22 +383,16 @@ func (f follower) stateAt(ctx context.Context, step int) (json.RawMessage, error
 	return cur.State, nil
 }
 
-// nodeState is the state after the node run that completed next after
-// step: the first checkpoint a node run wrote after it (node.completed is
-// committed with it), and its step.
-func (f follower) nodeState(ctx context.Context, after int) (json.RawMessage, int, error) {
-	hist, err := f.a.store.History(ctx, f.run.ThreadID)
-	if err != nil {
-		return nil, after, err
+// nodeState is the state after the run's n-th (from 0) node run: the
+// n-th checkpoint a node run wrote after the run's start (node.completed is
+// committed with it).
+func (f follower) nodeState(ctx context.Context, n int) (json.RawMessage, error) {
+	_, st, err := f.a.store.LGNodeCheckpointNth(ctx, f.run.ThreadID, f.run.StartStep, n)
+	if errors.Is(err, postgres.ErrCheckpointNotFound) {
+		// Pruned history: the current state is the best there is.
+		return f.stateAt(ctx, -1)
 	}
-	for _, h := range hist {
-		if h.Step > after && h.Reason == "node" {
-			st, err := f.stateAt(ctx, h.Step)
-			return st, h.Step, err
-		}
-	}
-	st, err := f.stateAt(ctx, -1)
-	return st, after, err
+	return st, err
 }
 
 // chainEvent is a LangChain stream event of a node run, as LangGraph's

@@ -60,8 +60,27 @@ type view struct {
 	feedback string
 }
 
-// load reads a thread with its task. Errors: 404.
+// load reads a thread with its task, its current checkpoint and the
+// feedback its interrupt shows. Errors: 404.
 func (a *API) load(ctx context.Context, threadID string) (*view, error) {
+	v, err := a.loadTask(ctx, threadID)
+	if err != nil || v.task == nil {
+		return v, err
+	}
+	if v.cp, err = a.store.CurrentCheckpoint(ctx, v.th.ID); err != nil {
+		return nil, err
+	}
+	if v.pending != nil {
+		if v.feedback, err = a.lastFeedback(ctx, v.task.ID, v.pending); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
+}
+
+// loadTask reads a thread with its task and pending interrupt only (what
+// starting a run needs).
+func (a *API) loadTask(ctx context.Context, threadID string) (*view, error) {
 	if _, err := uuid.Parse(threadID); err != nil {
 		return nil, unprocessable("thread_id: %s is not a UUID", quote(threadID))
 	}
@@ -76,14 +95,6 @@ func (a *API) load(ctx context.Context, threadID string) (*view, error) {
 	if v.task, v.pending, err = a.store.TaskWithPending(ctx, th.ID); err != nil {
 		return nil, err
 	}
-	if v.cp, err = a.store.CurrentCheckpoint(ctx, th.ID); err != nil {
-		return nil, err
-	}
-	if v.pending != nil {
-		if v.feedback, err = a.lastFeedback(ctx, v.task.ID, v.pending); err != nil {
-			return nil, err
-		}
-	}
 	return v, nil
 }
 
@@ -93,27 +104,7 @@ func (a *API) lastFeedback(ctx context.Context, taskID string, itr *graph.Interr
 	if itr.Iteration < 2 {
 		return "", nil
 	}
-	ds, err := a.store.Decisions(ctx, taskID)
-	if err != nil {
-		return "", err
-	}
-	if len(ds) == 0 {
-		return "", nil
-	}
-	its, err := a.store.Interrupts(ctx, taskID)
-	if err != nil {
-		return "", err
-	}
-	node := map[string]string{}
-	for _, i := range its {
-		node[i.ID] = i.Node
-	}
-	for i := len(ds) - 1; i >= 0; i-- {
-		if ds[i].Action == graph.ActionReject && node[ds[i].InterruptID] == itr.Node && ds[i].InterruptID != itr.ID {
-			return ds[i].Feedback, nil
-		}
-	}
-	return "", nil
+	return a.store.LGLastRejection(ctx, taskID, itr.Node, itr.ID)
 }
 
 func (v *view) status() string { return threadStatus(v.th.TaskStatus) }

@@ -38,6 +38,9 @@ type LGThread struct {
 	Workflow   string
 	// EventSeq is the task's last event seq (0 without a task).
 	EventSeq int64
+	// Stored: the thread has its row (a task started elsewhere has none
+	// until its first run here).
+	Stored bool
 }
 
 // LGRun is one run of a thread.
@@ -94,18 +97,6 @@ func (s *Store) LGCreateThread(ctx context.Context, id string, metadata json.Raw
 	return true, nil
 }
 
-// LGAdoptThread gives a task started elsewhere its thread row.
-func (s *Store) LGAdoptThread(ctx context.Context, id string, metadata json.RawMessage) error {
-	u, ok := parseID(id)
-	if !ok {
-		return ErrThreadNotFound
-	}
-	if err := s.q.LGThreadAdopt(ctx, dbsqlc.LGThreadAdoptParams{ID: u, Metadata: metadata}); err != nil {
-		return fmt.Errorf("adopt thread %s: %w", id, err)
-	}
-	return nil
-}
-
 // LGMergeThreadMetadata merges patch into the thread's metadata.
 func (s *Store) LGMergeThreadMetadata(ctx context.Context, id string, patch json.RawMessage) error {
 	u, ok := parseID(id)
@@ -131,7 +122,7 @@ func (s *Store) LGThread(ctx context.Context, id string, assistants json.RawMess
 	if err != nil {
 		return nil, fmt.Errorf("get thread %s: %w", id, err)
 	}
-	t := &LGThread{ID: r.ID.String(), Metadata: r.Metadata, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	t := &LGThread{ID: r.ID.String(), Metadata: r.Metadata, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Stored: r.Stored}
 	if r.TaskStatus != nil {
 		t.TaskStatus = graph.TaskStatus(*r.TaskStatus)
 	}
@@ -180,21 +171,31 @@ func (s *Store) LGSearchThreads(ctx context.Context, q LGThreadQuery) ([]LGThrea
 	return out, total, nil
 }
 
-// LGCreateRun settles the thread's runs, then inserts r as its active run,
-// starting after the task's last event at its current step (both set in
-// r). Errors: ErrThreadBusy when another run is active.
-func (s *Store) LGCreateRun(ctx context.Context, r *LGRun) error {
+// LGCreateRun inserts r as the thread's active run, starting after the
+// task's last event at its current step (both set in r). With adopt, a
+// task started elsewhere gets its thread row with that metadata in the
+// same statement. An active run still stored is settled first, if its
+// end is in the task's events. Errors: ErrThreadBusy when another run
+// is active.
+func (s *Store) LGCreateRun(ctx context.Context, r *LGRun, adopt json.RawMessage) error {
 	id, ok1 := parseID(r.ID)
 	tid, ok2 := parseID(r.ThreadID)
 	aid, ok3 := parseID(r.AssistantID)
 	if !ok1 || !ok2 || !ok3 {
 		return fmt.Errorf("create run: malformed id")
 	}
-	if err := s.q.LGRunsSettle(ctx, tid); err != nil {
-		return fmt.Errorf("settle runs of %s: %w", r.ThreadID, err)
+	p := dbsqlc.LGRunInsertParams{ID: id, ThreadID: tid, AssistantID: aid, Metadata: emptyObject(r.Metadata),
+		Kwargs: emptyObject(r.Kwargs), MultitaskStrategy: r.MultitaskStrategy, CreatedBy: r.CreatedBy,
+		Adopt: adopt != nil, AdoptMetadata: emptyObject(adopt)}
+	row, err := s.q.LGRunInsert(ctx, p)
+	if isUniqueViolation(err) {
+		// Usually the previous run's stream settled it; when nobody
+		// followed it, settle now and try once more.
+		if err := s.q.LGRunsSettle(ctx, tid); err != nil {
+			return fmt.Errorf("settle runs of %s: %w", r.ThreadID, err)
+		}
+		row, err = s.q.LGRunInsert(ctx, p)
 	}
-	row, err := s.q.LGRunInsert(ctx, dbsqlc.LGRunInsertParams{ID: id, ThreadID: tid, AssistantID: aid, Metadata: emptyObject(r.Metadata),
-		Kwargs: emptyObject(r.Kwargs), MultitaskStrategy: r.MultitaskStrategy, CreatedBy: r.CreatedBy})
 	if isUniqueViolation(err) {
 		return ErrThreadBusy
 	}
@@ -316,4 +317,66 @@ func (s *Store) CancelBecause(ctx context.Context, taskID, actor, reason string)
 		}
 		return seq, q.InterruptsCancelPending(ctx, id)
 	}, false)
+}
+
+// LGNodeCheckpointNth returns the n-th (from 0) checkpoint a node run
+// wrote after step: its step and state. Errors: ErrCheckpointNotFound.
+func (s *Store) LGNodeCheckpointNth(ctx context.Context, taskID string, after, n int) (int, json.RawMessage, error) {
+	id, ok := parseID(taskID)
+	if !ok {
+		return 0, nil, ErrCheckpointNotFound
+	}
+	r, err := s.q.LGNodeCheckpointNth(ctx, dbsqlc.LGNodeCheckpointNthParams{TaskID: id, After: int32(after), N: int32(n)})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil, ErrCheckpointNotFound
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("node checkpoint %d of %s after %d: %w", n, taskID, after, err)
+	}
+	state, err := joinState(r.State, r.StateRefs, r.BlobKeys, r.BlobValues)
+	if err != nil {
+		return 0, nil, fmt.Errorf("node checkpoint %d of %s after %d: %w", n, taskID, after, err)
+	}
+	return int(r.Step), state, nil
+}
+
+// LGInterruptWithFeedback returns an interrupt and the feedback of the
+// last rejection at its node before it ("" when none), in one statement.
+// Errors: graph.ErrInterruptNotFound.
+func (s *Store) LGInterruptWithFeedback(ctx context.Context, interruptID string) (*graph.Interrupt, string, error) {
+	id, ok := parseID(interruptID)
+	if !ok {
+		return nil, "", graph.ErrInterruptNotFound
+	}
+	r, err := s.q.LGInterruptWithFeedback(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, "", graph.ErrInterruptNotFound
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("interrupt %s: %w", interruptID, err)
+	}
+	itr, err := interruptFromRow(dbsqlc.Interrupt{ID: r.ID, TaskID: r.TaskID, Node: r.Node, Kind: r.Kind, Iteration: r.Iteration,
+		Payload: r.Payload, Status: r.Status, CreatedAt: r.CreatedAt, ResolvedAt: r.ResolvedAt})
+	if err != nil {
+		return nil, "", err
+	}
+	return itr, r.Feedback, nil
+}
+
+// LGLastRejection is the feedback of the task's last rejection at node,
+// other than of the interrupt named; "" when there is none.
+func (s *Store) LGLastRejection(ctx context.Context, taskID, node, interruptID string) (string, error) {
+	id, ok1 := parseID(taskID)
+	iid, ok2 := parseID(interruptID)
+	if !ok1 || !ok2 {
+		return "", nil
+	}
+	fb, err := s.q.LGLastRejection(ctx, dbsqlc.LGLastRejectionParams{TaskID: id, Node: node, InterruptID: iid})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("last rejection of %s at %s: %w", taskID, node, err)
+	}
+	return fb, nil
 }

@@ -13,6 +13,112 @@ import (
 	"github.com/google/uuid"
 )
 
+const lGInterruptWithFeedback = `-- name: LGInterruptWithFeedback :one
+SELECT i.id, i.task_id, i.node, i.kind, i.iteration, i.payload, i.status, i.created_at, i.resolved_at, COALESCE((
+    SELECT d.feedback FROM decisions d JOIN interrupts j ON j.id = d.interrupt_id
+    WHERE d.task_id = i.task_id AND j.node = i.node AND d.action = 'reject' AND d.interrupt_id <> i.id
+    ORDER BY d.decided_at DESC LIMIT 1), '')::text AS feedback
+FROM interrupts i
+WHERE i.id = $1
+`
+
+type LGInterruptWithFeedbackRow struct {
+	ID         uuid.UUID
+	TaskID     uuid.UUID
+	Node       string
+	Kind       string
+	Iteration  int32
+	Payload    json.RawMessage
+	Status     string
+	CreatedAt  time.Time
+	ResolvedAt *time.Time
+	Feedback   string
+}
+
+// LGInterruptWithFeedback is an interrupt with the feedback of the last
+// rejection at its node before it.
+func (q *Queries) LGInterruptWithFeedback(ctx context.Context, id uuid.UUID) (LGInterruptWithFeedbackRow, error) {
+	row := q.db.QueryRow(ctx, lGInterruptWithFeedback, id)
+	var i LGInterruptWithFeedbackRow
+	err := row.Scan(
+		&i.ID,
+		&i.TaskID,
+		&i.Node,
+		&i.Kind,
+		&i.Iteration,
+		&i.Payload,
+		&i.Status,
+		&i.CreatedAt,
+		&i.ResolvedAt,
+		&i.Feedback,
+	)
+	return i, err
+}
+
+const lGLastRejection = `-- name: LGLastRejection :one
+SELECT d.feedback
+FROM decisions d JOIN interrupts i ON i.id = d.interrupt_id
+WHERE d.task_id = $1 AND i.node = $2 AND d.action = 'reject' AND d.interrupt_id <> $3::uuid
+ORDER BY d.decided_at DESC
+LIMIT 1
+`
+
+type LGLastRejectionParams struct {
+	TaskID      uuid.UUID
+	Node        string
+	InterruptID uuid.UUID
+}
+
+// LGLastRejection is the feedback of the last rejection at node before
+// the interrupt named (the reviewer sees why this version was made).
+func (q *Queries) LGLastRejection(ctx context.Context, arg LGLastRejectionParams) (string, error) {
+	row := q.db.QueryRow(ctx, lGLastRejection, arg.TaskID, arg.Node, arg.InterruptID)
+	var feedback string
+	err := row.Scan(&feedback)
+	return feedback, err
+}
+
+const lGNodeCheckpointNth = `-- name: LGNodeCheckpointNth :one
+SELECT c.step, c.state, c.state_refs, sb.keys AS blob_keys, sb.vals AS blob_values
+FROM checkpoint_history c
+LEFT JOIN LATERAL (SELECT array_agg(r.key ORDER BY r.key)::text[] AS keys, array_agg(b.value ORDER BY r.key)::text[] AS vals
+                   FROM jsonb_each_text(c.state_refs) r
+                   JOIN state_blobs b ON b.task_id = c.task_id AND b.hash = decode(r.value, 'hex')) sb ON true
+WHERE c.task_id = $1 AND c.step > $2::int AND c.reason = 'node'
+ORDER BY c.step
+OFFSET $3::int
+LIMIT 1
+`
+
+type LGNodeCheckpointNthParams struct {
+	TaskID uuid.UUID
+	After  int32
+	N      int32
+}
+
+type LGNodeCheckpointNthRow struct {
+	Step       int32
+	State      json.RawMessage
+	StateRefs  json.RawMessage
+	BlobKeys   []string
+	BlobValues []string
+}
+
+// LGNodeCheckpointNth is the n-th (from 0) checkpoint a node run wrote
+// after step, with its blobs: the state after the run's n-th node.
+func (q *Queries) LGNodeCheckpointNth(ctx context.Context, arg LGNodeCheckpointNthParams) (LGNodeCheckpointNthRow, error) {
+	row := q.db.QueryRow(ctx, lGNodeCheckpointNth, arg.TaskID, arg.After, arg.N)
+	var i LGNodeCheckpointNthRow
+	err := row.Scan(
+		&i.Step,
+		&i.State,
+		&i.StateRefs,
+		&i.BlobKeys,
+		&i.BlobValues,
+	)
+	return i, err
+}
+
 const lGRunDelete = `-- name: LGRunDelete :exec
 DELETE FROM lg_runs WHERE id = $1
 `
@@ -73,6 +179,11 @@ func (q *Queries) LGRunGet(ctx context.Context, arg LGRunGetParams) (LGRunGetRow
 }
 
 const lGRunInsert = `-- name: LGRunInsert :one
+WITH adopt AS (
+    INSERT INTO lg_threads (id, metadata, created_by, created_at)
+    SELECT t.id, $8::jsonb, t.created_by, t.created_at FROM tasks t WHERE t.id = $2 AND $9::bool
+    ON CONFLICT (id) DO NOTHING
+)
 INSERT INTO lg_runs (id, thread_id, assistant_id, after_seq, start_step, metadata, kwargs, multitask_strategy, created_by)
 SELECT $1, $2, $3, COALESCE((SELECT t.event_seq FROM tasks t WHERE t.id = $2), 0),
        COALESCE((SELECT c.step FROM workflow_checkpoints c WHERE c.task_id = $2), 0),
@@ -88,11 +199,14 @@ type LGRunInsertParams struct {
 	Kwargs            json.RawMessage
 	MultitaskStrategy string
 	CreatedBy         string
+	AdoptMetadata     json.RawMessage
+	Adopt             bool
 }
 
 // LGRunInsert starts a run after the task's last event (0: no task yet)
-// at its current checkpoint step. A second active run of the thread
-// violates lg_runs_one_active_idx.
+// at its current checkpoint step, giving a task started elsewhere its
+// thread row first (adopt). A second active run of the thread violates
+// lg_runs_one_active_idx.
 func (q *Queries) LGRunInsert(ctx context.Context, arg LGRunInsertParams) (LgRun, error) {
 	row := q.db.QueryRow(ctx, lGRunInsert,
 		arg.ID,
@@ -102,6 +216,8 @@ func (q *Queries) LGRunInsert(ctx context.Context, arg LGRunInsertParams) (LgRun
 		arg.Kwargs,
 		arg.MultitaskStrategy,
 		arg.CreatedBy,
+		arg.AdoptMetadata,
+		arg.Adopt,
 	)
 	var i LgRun
 	err := row.Scan(
@@ -250,32 +366,14 @@ func (q *Queries) LGTaskEventSeq(ctx context.Context, id uuid.UUID) (int64, erro
 	return event_seq, err
 }
 
-const lGThreadAdopt = `-- name: LGThreadAdopt :exec
-INSERT INTO lg_threads (id, metadata, created_by, created_at)
-SELECT t.id, $1::jsonb, t.created_by, t.created_at FROM tasks t WHERE t.id = $2
-ON CONFLICT (id) DO NOTHING
-`
-
-type LGThreadAdoptParams struct {
-	Metadata json.RawMessage
-	ID       uuid.UUID
-}
-
-// LGThreadAdopt gives a task started elsewhere its thread row (a run needs
-// one), with the metadata it was shown with.
-func (q *Queries) LGThreadAdopt(ctx context.Context, arg LGThreadAdoptParams) error {
-	_, err := q.db.Exec(ctx, lGThreadAdopt, arg.Metadata, arg.ID)
-	return err
-}
-
 const lGThreadGet = `-- name: LGThreadGet :one
 SELECT th.id, th.metadata, th.created_at, GREATEST(th.updated_at, t.updated_at)::timestamptz AS updated_at,
-       t.status AS task_status, t.workflow AS task_workflow, t.event_seq AS task_event_seq
+       t.status AS task_status, t.workflow AS task_workflow, t.event_seq AS task_event_seq, true AS stored
 FROM lg_threads th LEFT JOIN tasks t ON t.id = th.id
 WHERE th.id = $1
 UNION ALL
 SELECT t.id, jsonb_build_object('graph_id', t.workflow, 'assistant_id', $2::jsonb ->> t.workflow),
-       t.created_at, t.updated_at, t.status, t.workflow, t.event_seq
+       t.created_at, t.updated_at, t.status, t.workflow, t.event_seq, false
 FROM tasks t
 WHERE t.id = $1 AND NOT EXISTS (SELECT 1 FROM lg_threads x WHERE x.id = t.id)
 `
@@ -293,6 +391,7 @@ type LGThreadGetRow struct {
 	TaskStatus   *string
 	TaskWorkflow *string
 	TaskEventSeq *int64
+	Stored       bool
 }
 
 func (q *Queries) LGThreadGet(ctx context.Context, arg LGThreadGetParams) (LGThreadGetRow, error) {
@@ -306,6 +405,7 @@ func (q *Queries) LGThreadGet(ctx context.Context, arg LGThreadGetParams) (LGThr
 		&i.TaskStatus,
 		&i.TaskWorkflow,
 		&i.TaskEventSeq,
+		&i.Stored,
 	)
 	return i, err
 }
