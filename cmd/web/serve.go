@@ -93,7 +93,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	// Metrics come from the events the engine and the store commit, the
 	// provider's calls and the checkpoint writes (internal/metrics).
 	met := metrics.New(metrics.Config{Reader: store, PendingInterrupts: store.PendingInterruptCounts,
-		Logger: log.With("component", "metrics")})
+		PendingStats: pendingStats(store), Logger: log.With("component", "metrics")})
 	metCtx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopMetrics()
 	go met.Run(metCtx)
@@ -284,4 +284,19 @@ func passwdCommand(databaseURL string) string {
 		}
 	}
 	return bin + " users passwd admin (with DATABASE_URL set)"
+}
+
+// pendingStats adapts the store's backlog reading to the metrics' type.
+func pendingStats(store *postgres.Store) func(context.Context) (map[string]metrics.PendingStat, error) {
+	return func(ctx context.Context) (map[string]metrics.PendingStat, error) {
+		st, err := store.PendingInterruptStats(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[string]metrics.PendingStat, len(st))
+		for k, v := range st {
+			out[k] = metrics.PendingStat{Pending: v.Pending, OldestSeconds: v.OldestSeconds}
+		}
+		return out, nil
+	}
 }

@@ -37,6 +37,9 @@ const (
 	NameLLMCallErrors      = "llm_call_errors_total"
 	NamePendingInterrupts  = "pending_interrupts"
 	NameInterruptDecision  = "interrupt_decision_seconds"
+	NameDecisionSeconds    = "gatehouse_decision_seconds"
+	NameInterruptsPending  = "gatehouse_interrupts_pending"
+	NameOldestPending      = "gatehouse_interrupt_oldest_pending_seconds"
 	NameCheckpointWrite    = "checkpoint_write_seconds"
 	NameWebsocketsOpen     = "websockets_open"
 	NameEventsDropped      = "gatehouse_metrics_events_dropped_total"
@@ -59,6 +62,10 @@ type Config struct {
 	// PendingInterrupts counts the pending interrupts by kind; called at
 	// each scrape. Nil: no pending_interrupts series.
 	PendingInterrupts func(ctx context.Context) (map[string]int, error)
+	// PendingStats reads the pending interrupts by kind with the age of
+	// the oldest; called at each scrape. Nil: no gatehouse_interrupts_pending
+	// and gatehouse_interrupt_oldest_pending_seconds series.
+	PendingStats func(ctx context.Context) (map[string]PendingStat, error)
 	// InterruptKinds are reported (0 when none is pending) from the
 	// start; kinds seen later are added.
 	InterruptKinds []string
@@ -80,8 +87,10 @@ type Metrics struct {
 	llmDuration      *prometheus.HistogramVec
 	llmErrors        *prometheus.CounterVec
 	decision         *prometheus.HistogramVec
+	decisionAction   *prometheus.HistogramVec
 	cpWrite          prometheus.Histogram
 	pending          *pendingCollector
+	backlog          *backlogCollector
 	dropped          prometheus.Counter
 	lookupErrors     prometheus.Counter
 
@@ -105,6 +114,7 @@ type event struct {
 	hasDur          bool
 	interruptID     string
 	kind            string
+	action          string
 }
 
 // queueSize is how many published batches may wait; beyond it they are
@@ -149,6 +159,10 @@ func New(cfg Config) *Metrics {
 		Help:    "Time from an interrupt being raised to the decision on it, by interrupt kind.",
 		Buckets: []float64{1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600, 7 * 24 * 3600}},
 		[]string{"kind"})
+	m.decisionAction = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: NameDecisionSeconds,
+		Help:    "Time from an interrupt being raised to the decision on it, by interrupt kind and action (decisions this replica recorded).",
+		Buckets: []float64{1, 10, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 8 * 3600, 24 * 3600, 3 * 24 * 3600, 7 * 24 * 3600}},
+		[]string{"kind", "action"})
 	m.cpWrite = prometheus.NewHistogram(prometheus.HistogramOpts{Name: NameCheckpointWrite,
 		Help:    "Duration of checkpoint commits (one per node run, interrupt or decision applied).",
 		Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5}})
@@ -157,11 +171,15 @@ func New(cfg Config) *Metrics {
 	m.lookupErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: NameMetricsLookupError,
 		Help: "Tasks or interrupts the metrics could not look up (their observation was skipped)."})
 	m.reg.MustRegister(m.runs, m.workflowDuration, m.turns, m.nodeRun, m.llmDuration, m.llmErrors, m.decision,
-		m.cpWrite, m.dropped, m.lookupErrors,
+		m.decisionAction, m.cpWrite, m.dropped, m.lookupErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if cfg.PendingInterrupts != nil {
 		m.pending = newPendingCollector(cfg.PendingInterrupts, cfg.InterruptKinds, log)
 		m.reg.MustRegister(m.pending)
+	}
+	if cfg.PendingStats != nil {
+		m.backlog = newBacklogCollector(cfg.PendingStats, cfg.InterruptKinds, log)
+		m.reg.MustRegister(m.backlog)
 	}
 	return m
 }
@@ -178,13 +196,19 @@ func (m *Metrics) Handler() http.Handler {
 // AddInterruptKinds makes pending_interrupts report these kinds (0 when
 // none is pending) from now on, not only once one has been seen.
 func (m *Metrics) AddInterruptKinds(kinds ...string) {
-	if m.pending == nil {
-		return
+	if m.pending != nil {
+		m.pending.mu.Lock()
+		for _, k := range kinds {
+			m.pending.kinds[k] = true
+		}
+		m.pending.mu.Unlock()
 	}
-	m.pending.mu.Lock()
-	defer m.pending.mu.Unlock()
-	for _, k := range kinds {
-		m.pending.kinds[k] = true
+	if m.backlog != nil {
+		m.backlog.mu.Lock()
+		for _, k := range kinds {
+			m.backlog.kinds[k] = true
+		}
+		m.backlog.mu.Unlock()
 	}
 }
 
@@ -234,5 +258,60 @@ func (c *pendingCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for k := range c.kinds {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[k]), k)
+	}
+}
+
+// PendingStat is the backlog of one interrupt kind.
+type PendingStat struct {
+	Pending int
+	// OldestSeconds is the age of the oldest pending interrupt, by the
+	// database's clock.
+	OldestSeconds float64
+}
+
+// backlogCollector reads the pending interrupts and the age of the oldest
+// per kind in the database at each scrape (SPEC §13): every replica
+// reports the same values (use max, not sum, across replicas).
+type backlogCollector struct {
+	read           func(ctx context.Context) (map[string]PendingStat, error)
+	pending, older *prometheus.Desc
+	log            *slog.Logger
+
+	mu    sync.Mutex
+	kinds map[string]bool
+}
+
+func newBacklogCollector(read func(context.Context) (map[string]PendingStat, error), kinds []string, log *slog.Logger) *backlogCollector {
+	c := &backlogCollector{read: read, log: log, kinds: map[string]bool{},
+		pending: prometheus.NewDesc(NameInterruptsPending, "Interrupts waiting for a human, by kind (read from the database).",
+			[]string{"kind"}, nil),
+		older: prometheus.NewDesc(NameOldestPending, "Age of the oldest pending interrupt, by kind; 0 when none waits (read from the database).",
+			[]string{"kind"}, nil)}
+	for _, k := range kinds {
+		c.kinds[k] = true
+	}
+	return c
+}
+
+func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.pending; ch <- c.older }
+
+func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	stats, err := c.read(ctx)
+	if err != nil {
+		c.log.Warn("reading pending interrupts for /metrics", "error", err)
+		ch <- prometheus.NewInvalidMetric(c.pending, err)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range stats {
+		c.kinds[k] = true
+	}
+	for k := range c.kinds {
+		st := stats[k]
+		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(st.Pending), k)
+		ch <- prometheus.MustNewConstMetric(c.older, prometheus.GaugeValue, st.OldestSeconds, k)
 	}
 }

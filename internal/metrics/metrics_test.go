@@ -88,6 +88,14 @@ func TestFeatureRunMetrics(t *testing.T) {
 	defer cancel()
 	store := postgres.NewStore(pgtest.NewPool(t))
 	m := metrics.New(metrics.Config{Reader: store, PendingInterrupts: store.PendingInterruptCounts,
+		PendingStats: func(ctx context.Context) (map[string]metrics.PendingStat, error) {
+			st, err := store.PendingInterruptStats(ctx)
+			out := map[string]metrics.PendingStat{}
+			for k, v := range st {
+				out[k] = metrics.PendingStat{Pending: v.Pending, OldestSeconds: v.OldestSeconds}
+			}
+			return out, err
+		},
 		InterruptKinds: []string{feature.GatePRD, feature.GatePlan, feature.GateMerge}})
 	go m.Run(ctx)
 	store.AddSink(m)
@@ -115,6 +123,16 @@ func TestFeatureRunMetrics(t *testing.T) {
 	s := scrape(t, m.Handler())
 	want(t, s, `pending_interrupts{kind="prd"}`, eq(1), "1 while the PRD waits")
 	want(t, s, `pending_interrupts{kind="merge"}`, eq(0), "0")
+	want(t, s, `gatehouse_interrupts_pending{kind="prd"}`, eq(1), "1 while the PRD waits")
+	want(t, s, `gatehouse_interrupts_pending{kind="merge"}`, eq(0), "0")
+	want(t, s, `gatehouse_interrupt_oldest_pending_seconds{kind="merge"}`, eq(0), "0 without a pending merge")
+	// The PRD was raised moments ago by the database's clock.
+	want(t, s, `gatehouse_interrupt_oldest_pending_seconds{kind="prd"}`, func(v float64) bool { return v >= 0 && v < 60 },
+		"the age of the waiting PRD")
+	time.Sleep(1100 * time.Millisecond)
+	s2 := scrape(t, m.Handler())
+	want(t, s2, `gatehouse_interrupt_oldest_pending_seconds{kind="prd"}`,
+		func(v float64) bool { return v >= s[`gatehouse_interrupt_oldest_pending_seconds{kind="prd"}`]+1 }, "a second older a second later")
 	want(t, s, `websockets_open`, eq(3), "3")
 
 	// Reject the PRD once, then approve every gate.
@@ -166,6 +184,12 @@ func TestFeatureRunMetrics(t *testing.T) {
 	want(t, s, `interrupt_decision_seconds_count{kind="prd"}`, eq(2), "2 (reject, approve)")
 	want(t, s, `interrupt_decision_seconds_count{kind="merge"}`, eq(1), "1")
 	want(t, s, `interrupt_decision_seconds_sum{kind="prd"}`, func(v float64) bool { return v >= 0.02 && v < 120 }, "at least the 20ms wait")
+	want(t, s, `gatehouse_decision_seconds_count{action="reject",kind="prd"}`, eq(1), "1")
+	want(t, s, `gatehouse_decision_seconds_count{action="approve",kind="prd"}`, eq(1), "1")
+	want(t, s, `gatehouse_decision_seconds_count{action="approve",kind="merge"}`, eq(1), "1")
+	want(t, s, `gatehouse_decision_seconds_sum{action="reject",kind="prd"}`, func(v float64) bool { return v >= 0.02 && v < 120 }, "at least the 20ms wait")
+	want(t, s, `gatehouse_interrupts_pending{kind="prd"}`, eq(0), "0 once decided and cancelled")
+	want(t, s, `gatehouse_interrupt_oldest_pending_seconds{kind="prd"}`, eq(0), "0 once none waits")
 	want(t, s, `checkpoint_write_seconds_count`, func(v float64) bool { return v >= 20 }, "one per commit")
 	want(t, s, `checkpoint_write_seconds_sum`, positive, "> 0")
 	want(t, s, `pending_interrupts{kind="prd"}`, eq(0), "0 once decided and cancelled")

@@ -31,9 +31,10 @@ func (m *Metrics) Publish(evs []graph.Event) {
 			var d struct {
 				InterruptID string `json:"interrupt_id"`
 				Kind        string `json:"kind"`
+				Action      string `json:"action"`
 			}
 			_ = json.Unmarshal(ev.Data, &d)
-			e.interruptID, e.kind = d.InterruptID, d.Kind
+			e.interruptID, e.kind, e.action = d.InterruptID, d.Kind, d.Action
 		}
 		b.evs = append(b.evs, e)
 	}
@@ -112,6 +113,9 @@ func (m *Metrics) observe(ctx context.Context, e event) {
 		}
 		if d := e.at.Sub(itr.CreatedAt); d >= 0 {
 			m.decision.WithLabelValues(kind).Observe(d.Seconds())
+			if e.action != "" {
+				m.decisionAction.WithLabelValues(kind, e.action).Observe(d.Seconds())
+			}
 		}
 	}
 }

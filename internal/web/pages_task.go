@@ -144,6 +144,7 @@ func (d *desk) taskPage(c echo.Context) error {
 	if err := mayRead(principalOf(c), td.task); err != nil {
 		return err
 	}
+	d.recordView(c, td)
 	sel := parseArtifactSel(c.QueryParams())
 	page := d.buildTaskPage(ctx, td, sel, userOf(ctx))
 	page.Page = d.pageMeta(ctx, td.task.Title, "")
@@ -157,6 +158,19 @@ func (d *desk) taskPage(c echo.Context) error {
 			views.ArtifactsIndex(page.Artifacts, false)))
 	}
 	return d.write(c, http.StatusOK, views.TaskView(page))
+}
+
+// recordView notes the first time a person who may decide the pending
+// interrupt opens it: the rubber-stamp flag of the analytics compares it
+// with their decision. A failure costs the flag, not the page.
+func (d *desk) recordView(c echo.Context, td *taskData) {
+	p := principalOf(c)
+	if td.pending == nil || !p.MayDecide(td.pending.Kind) {
+		return
+	}
+	if err := d.s.store.RecordInterruptView(c.Request().Context(), td.pending.ID, p.Name); err != nil {
+		d.s.log.Warn("recording an interrupt view", "interrupt", td.pending.ID, "error", err)
+	}
 }
 
 // buildTaskPage shapes a task's data for the page.

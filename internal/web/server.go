@@ -218,6 +218,7 @@ func (s *Server) routes() {
 	api(get, "/tasks/:id/stream", viewer, s.stream)
 	api(get, "/interrupts", viewer, s.listInterrupts)
 	api(get, "/audit", admin, s.auditAPI)
+	api(get, "/analytics", viewer, s.analyticsAPI)
 
 	// Slack's interactivity callbacks: signed by Slack, not a principal.
 	s.route(post, "/integrations/slack/actions", "", s.slackActions)

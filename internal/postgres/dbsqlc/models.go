@@ -22,6 +22,47 @@ type ActionLink struct {
 	UsedAt      *time.Time
 }
 
+type AnalyticsApproval struct {
+	Day        time.Time
+	Workflow   string
+	Kind       string
+	Rejections int32
+	N          int32
+}
+
+type AnalyticsDecider struct {
+	Day        time.Time
+	Workflow   string
+	Kind       string
+	Decider    string
+	Code       int16
+	Decisions  int32
+	Approvals  int32
+	Rejections int32
+	Fast       int32
+}
+
+type AnalyticsDecision struct {
+	Day        time.Time
+	Workflow   string
+	Kind       string
+	Code       int16
+	Approved   int32
+	Rejected   int32
+	Edited     int32
+	Answered   int32
+	MaxSeconds float64
+}
+
+type AnalyticsInterrupt struct {
+	Day       time.Time
+	Workflow  string
+	Kind      string
+	Closed    int32
+	Expired   int32
+	Cancelled int32
+}
+
 type ApiToken struct {
 	ID         uuid.UUID
 	Name       string
@@ -95,6 +136,12 @@ type Interrupt struct {
 	Status     string
 	CreatedAt  time.Time
 	ResolvedAt *time.Time
+}
+
+type InterruptView struct {
+	InterruptID   uuid.UUID
+	Viewer        string
+	FirstViewedAt time.Time
 }
 
 type LgRun struct {
