@@ -60,6 +60,8 @@ func (s *Server) registerDesk() {
 	d.route(get, "/live/session", viewer, d.sessionCheck, false)
 	d.route(get, "/account", viewer, d.accountPage, true)
 	d.route(post, "/account/password", viewer, d.passwordForm, true)
+	d.route(get, "/analytics", viewer, d.analyticsPage, true)
+	d.route(get, "/analytics/tasks", viewer, d.analyticsTasks, true)
 	d.route(get, "/audit", admin, d.auditPage, true)
 	d.route(get, "/admin/users", admin, d.usersPage, true)
 	d.route(post, "/admin/users", admin, d.addUserForm, true)

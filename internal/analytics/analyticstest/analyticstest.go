@@ -1,0 +1,130 @@
+// Package analyticstest seeds a database with a history of interrupts and
+// decisions at chosen instants, for the tests of the analytics.
+package analyticstest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Now is the instant the seeded reports are taken at (the pending
+// interrupts' ages are measured at it).
+var Now = time.Date(2026, 1, 9, 12, 0, 0, 0, time.UTC)
+
+// history writes interrupts and decisions at chosen instants, the way the
+// product's statements do (DecisionRecord: the interrupt resolved and the
+// decision inserted at one instant), so that the rollup triggers see what
+// they see in production.
+type history struct {
+	t    testing.TB
+	pool *pgxpool.Pool
+}
+
+func (h history) exec(sql string, args ...any) {
+	h.t.Helper()
+	if _, err := h.pool.Exec(context.Background(), sql, args...); err != nil {
+		h.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func (h history) task(workflow string) string {
+	h.t.Helper()
+	id := uuid.NewString()
+	h.exec(`INSERT INTO tasks (id, workflow, title, status) VALUES ($1, $2, $3, 'waiting')`, id, workflow, "task "+id[:8])
+	return id
+}
+
+func (h history) raise(task, kind, node string, at time.Time) string {
+	h.t.Helper()
+	id := uuid.NewString()
+	h.exec(`INSERT INTO interrupts (id, task_id, node, kind, iteration, payload, status, created_at)
+		VALUES ($1, $2, $3, $4, 1, '{}', 'pending', $5)`, id, task, node, kind, at)
+	return id
+}
+
+func (h history) view(itr, who string, at time.Time) {
+	h.t.Helper()
+	h.exec(`INSERT INTO interrupt_views (interrupt_id, viewer, first_viewed_at) VALUES ($1, $2, $3)
+		ON CONFLICT DO NOTHING`, itr, who, at)
+}
+
+func (h history) decide(itr, action, who string, at time.Time) {
+	h.t.Helper()
+	h.exec(`WITH i AS (
+		UPDATE interrupts SET status = 'resolved', resolved_at = $4 WHERE id = $1 AND status = 'pending'
+		RETURNING id, task_id, resolved_at)
+	INSERT INTO decisions (interrupt_id, task_id, action, decided_by, decided_at)
+	SELECT i.id, i.task_id, $2, $3, i.resolved_at FROM i`, itr, action, who, at)
+}
+
+func (h history) close(itr, status string, at time.Time) {
+	h.t.Helper()
+	h.exec(`UPDATE interrupts SET status = $2, resolved_at = $3 WHERE id = $1`, itr, status, at)
+}
+
+// Seed writes the history of the analytics tests: the figures it gives
+// for 5–8 January 2026 are worked out by hand in internal/postgres
+// (TestAnalyticsExact).
+func Seed(t testing.TB, pool *pgxpool.Pool) {
+	t.Helper()
+	h := history{t, pool}
+	// SPEC §11 adds the status expired (another migration); allow it here
+	// as that migration will.
+	h.exec(`ALTER TABLE interrupts DROP CONSTRAINT IF EXISTS interrupts_status_check`)
+	d := func(day, hh, mm, ss int, frac time.Duration) time.Time {
+		return time.Date(2026, 1, 5+day, hh, mm, ss, 0, time.UTC).Add(frac)
+	}
+	// feature / prd
+	t1 := h.task("feature")
+	a1 := h.raise(t1, "prd", "requirements", d(0, 10, 0, 0, 0))
+	h.view(a1, "alice", d(0, 10, 0, 25, 0))
+	h.decide(a1, "reject", "alice", d(0, 10, 0, 30, 0)) // 30 s, 5 s after opening: fast
+	a2 := h.raise(t1, "prd", "requirements", d(0, 10, 1, 0, 0))
+	h.view(a2, "bob", d(0, 10, 2, 40, 0))
+	h.view(a2, "bob", d(0, 10, 2, 55, 0))             // a later view changes nothing
+	h.decide(a2, "approve", "bob", d(0, 10, 3, 0, 0)) // 120 s, 20 s after opening; 1 rejection before
+	t2 := h.task("feature")
+	a3 := h.raise(t2, "prd", "requirements", d(0, 11, 0, 0, 0))
+	h.view(a3, "alice", d(0, 11, 59, 55, 0))
+	h.view(a3, "bob", d(0, 11, 0, 1, 0))                                   // another person's view is not alice's
+	h.decide(a3, "approve", "alice", d(0, 12, 0, 0, 500*time.Millisecond)) // 3600.5 s, 5.5 s after opening: fast
+	t3 := h.task("feature")
+	a4 := h.raise(t3, "prd", "requirements", d(1, 9, 0, 0, 0))
+	h.decide(a4, "edit", "bob", d(1, 9, 2, 7, 0)) // 127 s, never opened
+	// feature / plan: rejected twice, then approved
+	t4 := h.task("feature")
+	b1 := h.raise(t4, "plan", "plan", d(1, 10, 0, 0, 0))
+	h.decide(b1, "reject", "alice", d(1, 10, 0, 8, 0)) // 8 s
+	b2 := h.raise(t4, "plan", "plan", d(1, 10, 1, 0, 0))
+	h.decide(b2, "reject", "alice", d(1, 10, 1, 45, 250*time.Millisecond)) // 45.25 s
+	b3 := h.raise(t4, "plan", "plan", d(1, 10, 3, 0, 0))
+	h.view(b3, "carol", d(1, 10, 7, 49, 0))
+	h.decide(b3, "approve", "carol", d(1, 10, 8, 0, 0)) // 300 s, 11 s after opening: not fast
+	// analyze / question
+	t5 := h.task("analyze")
+	c1 := h.raise(t5, "question", "ask", d(2, 8, 0, 0, 0))
+	h.decide(c1, "respond", "carol", d(2, 8, 0, 45, 500*time.Millisecond)) // 45.5 s
+	// pm / plan
+	t11 := h.task("pm")
+	w1 := h.raise(t11, "plan", "plan_steps", d(2, 12, 0, 0, 0))
+	h.view(w1, "alice", d(2, 12, 0, 10, 0))
+	h.decide(w1, "approve", "alice", d(2, 12, 0, 20, 0)) // 20 s, 10 s after opening: fast (at most 10 s)
+	// closed without a decision
+	t6 := h.task("feature")
+	e1 := h.raise(t6, "prd", "requirements", d(2, 9, 0, 0, 0))
+	h.close(e1, "expired", d(3, 9, 0, 0, 0))
+	t7 := h.task("feature")
+	e2 := h.raise(t7, "prd", "requirements", d(2, 10, 0, 0, 0))
+	h.close(e2, "cancelled", d(2, 11, 0, 0, 0))
+	// pending: one raised in the period, one before it
+	h.raise(h.task("feature"), "prd", "requirements", d(3, 12, 0, 0, 0))
+	h.raise(h.task("feature"), "merge", "merge", time.Date(2025, 12, 20, 0, 0, 0, 0, time.UTC))
+	// after the period
+	t10 := h.task("feature")
+	o1 := h.raise(t10, "prd", "requirements", time.Date(2026, 2, 14, 10, 0, 0, 0, time.UTC))
+	h.decide(o1, "approve", "alice", time.Date(2026, 2, 14, 10, 0, 10, 0, time.UTC))
+}
