@@ -123,6 +123,8 @@ func (d *desk) analyticsTasks(c echo.Context) error {
 		}
 	}
 	switch b.What {
+	case "":
+		b.What = "raised" // the first figure of the page
 	case "raised", "pending", "decided", "expired", "cancelled":
 	default:
 		return badRequest("what", "what must be raised, pending, decided, expired or cancelled")

@@ -4,10 +4,14 @@ package analyticstest
 
 import (
 	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -127,4 +131,160 @@ func Seed(t testing.TB, pool *pgxpool.Pool) {
 	t10 := h.task("feature")
 	o1 := h.raise(t10, "prd", "requirements", time.Date(2026, 2, 14, 10, 0, 0, 0, time.UTC))
 	h.decide(o1, "approve", "alice", time.Date(2026, 2, 14, 10, 0, 10, 0, time.UTC))
+}
+
+// combo is a workflow's gate or question, with its share of the traffic.
+type combo struct {
+	workflow, kind, node string
+	weight               int
+}
+
+var combos = []combo{
+	{"feature", "prd", "requirements", 6}, {"feature", "plan", "plan", 5}, {"feature", "merge", "merge", 4},
+	{"sdd", "sdd", "human_review", 3}, {"pm", "plan", "plan_steps", 2}, {"analyze", "question", "ask", 3},
+	{"slogan", "review", "reviewer", 2},
+}
+
+// LoadStats is what Load wrote.
+type LoadStats struct {
+	Tasks, Interrupts, Decisions, Pending, Views int
+}
+
+// Load fills the database with a history of n decisions over the days
+// before now, by COPY, the way a busy team's would look: seven gates and
+// questions of five workflows, tasks whose gate is rejected a few times
+// before it is approved, 40 deciders (a few decide most), times to
+// decision spread log-normally around 20 minutes (seconds to days), a
+// third of the decisions opened on the desk first (some within 10 s), and
+// pendingN interrupts waiting. The rollup triggers are off during the
+// load; gatehouse_analytics_rebuild computes the rollups after it, as the
+// migration does for an existing history.
+func Load(ctx context.Context, pool *pgxpool.Pool, n, days, pendingN int, now time.Time) (LoadStats, error) {
+	rng := rand.New(rand.NewPCG(12, uint64(n)))
+	var st LoadStats
+	var tasks, itrs, decs, views [][]any
+	start := now.Add(-time.Duration(days) * 24 * time.Hour)
+	span := float64(days*24) * float64(time.Hour)
+	total := 0
+	for _, c := range combos {
+		total += c.weight
+	}
+	pick := func() combo {
+		w := rng.IntN(total)
+		for _, c := range combos {
+			if w < c.weight {
+				return c
+			}
+			w -= c.weight
+		}
+		return combos[0]
+	}
+	decider := func() string {
+		f := rng.Float64()
+		return fmt.Sprintf("user%02d", 1+int(f*f*40))
+	}
+	wait := func() time.Duration {
+		s := math.Exp(math.Log(1200) + 1.6*rng.NormFloat64())
+		s = min(max(s, 1), 14*86400)
+		return time.Duration(s * float64(time.Second))
+	}
+	for st.Decisions < n {
+		c := pick()
+		tid := uuid.New()
+		at := start.Add(time.Duration(rng.Float64() * span))
+		tasks = append(tasks, []any{tid, c.workflow, "Loaded task " + tid.String()[:8], "succeeded", at, at})
+		st.Tasks++
+		for it := 1; st.Decisions < n; it++ {
+			iid := uuid.New()
+			dec := at.Add(wait())
+			if dec.After(now) {
+				dec = now.Add(-time.Second)
+				if !dec.After(at) {
+					break
+				}
+			}
+			action := "approve"
+			switch {
+			case c.kind == "question":
+				action = "respond"
+			case it < 5 && rng.Float64() < 0.25:
+				action = "reject"
+			case rng.Float64() < 0.08:
+				action = "edit"
+			}
+			who := decider()
+			itrs = append(itrs, []any{iid, tid, c.node, c.kind, it, "{}", "resolved", at, dec})
+			decs = append(decs, []any{uuid.New(), iid, tid, action, "", who, dec})
+			st.Interrupts++
+			st.Decisions++
+			if rng.Float64() < 0.33 {
+				seen := dec.Add(-time.Duration((1 + rng.Float64()*119) * float64(time.Second)))
+				if seen.Before(at) {
+					seen = at
+				}
+				views = append(views, []any{iid, who, seen})
+				st.Views++
+			}
+			if action != "reject" {
+				break
+			}
+			at = dec.Add(time.Minute)
+		}
+	}
+	for range pendingN {
+		c := pick()
+		tid, iid := uuid.New(), uuid.New()
+		at := now.Add(-time.Duration(rng.Float64() * 10 * 24 * float64(time.Hour)))
+		tasks = append(tasks, []any{tid, c.workflow, "Waiting task " + tid.String()[:8], "waiting", at, at})
+		itrs = append(itrs, []any{iid, tid, c.node, c.kind, 1, "{}", "pending", at, nil})
+		st.Tasks++
+		st.Interrupts++
+		st.Pending++
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return st, err
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return st, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	for _, q := range []string{
+		`ALTER TABLE interrupts DISABLE TRIGGER interrupts_analytics`,
+		`ALTER TABLE decisions DISABLE TRIGGER decisions_analytics`,
+	} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			return st, fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	for _, cp := range []struct {
+		table string
+		cols  []string
+		rows  [][]any
+	}{
+		{"tasks", []string{"id", "workflow", "title", "status", "created_at", "updated_at"}, tasks},
+		{"interrupts", []string{"id", "task_id", "node", "kind", "iteration", "payload", "status", "created_at", "resolved_at"}, itrs},
+		{"decisions", []string{"id", "interrupt_id", "task_id", "action", "feedback", "decided_by", "decided_at"}, decs},
+		{"interrupt_views", []string{"interrupt_id", "viewer", "first_viewed_at"}, views},
+	} {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{cp.table}, cp.cols, pgx.CopyFromRows(cp.rows)); err != nil {
+			return st, fmt.Errorf("copy %s: %w", cp.table, err)
+		}
+	}
+	for _, q := range []string{
+		`ALTER TABLE interrupts ENABLE TRIGGER interrupts_analytics`,
+		`ALTER TABLE decisions ENABLE TRIGGER decisions_analytics`,
+		`SELECT gatehouse_analytics_rebuild()`,
+	} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			return st, fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return st, err
+	}
+	_, err = conn.Exec(ctx, `VACUUM ANALYZE`)
+	return st, err
 }
