@@ -102,6 +102,12 @@ END {
 	unit["BenchmarkApprovalRoundTrip/tasks=1|p99_ms"] = "ms"
 	unit["BenchmarkApprovalRoundTrip/tasks=16|p50_ms"] = "ms"
 	unit["BenchmarkApprovalRoundTrip/tasks=16|p99_ms"] = "ms"
+	fig["BenchmarkOutboxApproval|p50_ms_without"] = "BENCH approval_p50_16tasks_no_webhook"
+	fig["BenchmarkOutboxApproval|p50_ms_with"] = "BENCH approval_p50_16tasks_webhook"
+	unit["BenchmarkOutboxApproval|p50_ms_without"] = "ms"
+	unit["BenchmarkOutboxApproval|p50_ms_with"] = "ms"
+	fig["BenchmarkWebhook1000|s/1000"] = "BENCH webhook_1000_deliveries"
+	unit["BenchmarkWebhook1000|s/1000"] = "s"
 	for (k = 1; k <= n; k++) {
 		key = order[k]
 		if (key in fig) {
@@ -118,6 +124,8 @@ END {
 		printf "RATIO state_1m_vs_1k_step: %.2f\n", median("BenchmarkStateSize|ratio_1m_vs_1k")
 	if ("BenchmarkLangGraphResume|ratio_p50" in vals)
 		printf "RATIO langgraph_resume_vs_native_approval_p50: %.2f (target <= 1.3)\n", median("BenchmarkLangGraphResume|ratio_p50")
+	if ("BenchmarkOutboxApproval|ratio" in vals)
+		printf "RATIO approval_16tasks_webhook_vs_none: %.2f (target <= 1.1)\n", median("BenchmarkOutboxApproval|ratio")
 	if ("BenchmarkThroughput16|cpu_ratio" in vals)
 		printf "RATIO throughput_16_cpu_per_step_vs_floor_op: %.2f\n", median("BenchmarkThroughput16|cpu_ratio")
 }' "$out"

@@ -132,10 +132,11 @@ WHERE o.id IN (
 )
 RETURNING o.*;
 
--- OutboxNextDue is when the earliest pending delivery is due (in a day
--- when none is).
+-- OutboxNextDue is when the earliest pending delivery to a destination
+-- not in busy is due (in a day when none is).
 -- name: OutboxNextDue :one
-SELECT COALESCE(min(next_at), now() + interval '1 day')::timestamptz FROM outbox WHERE state = 'pending';
+SELECT COALESCE(min(next_at), now() + interval '1 day')::timestamptz FROM outbox
+WHERE state = 'pending' AND COALESCE(endpoint_id::text, channel) <> ALL (sqlc.arg(busy)::text[]);
 
 -- OutboxDone records one attempt: its log row, and the row's new state.
 -- The attempt number fences it: a sender whose claim lapsed and was taken

@@ -19,6 +19,7 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/graph/graphtest"
 	"github.com/gatehousehq/gatehouse/internal/live"
+	"github.com/gatehousehq/gatehouse/internal/notify"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
 	"github.com/gatehousehq/gatehouse/internal/runner"
@@ -35,6 +36,8 @@ type stack struct {
 	url    string
 	engine *graph.Engine
 	base   string
+	// sender delivers notifications, when a benchmark starts one.
+	sender *notify.Sender
 }
 
 func newStack(b *testing.B, workers int) *stack {

@@ -119,7 +119,6 @@ type Subject struct {
 	Task      *graph.Task
 	Interrupt *graph.Interrupt // nil for task events
 	Decision  *graph.Decision  // the interrupt's decision, if any
-	Approvers []string
 	Artifacts []graph.Artifact
 }
 
@@ -138,8 +137,9 @@ type Store interface {
 	ClaimDeliveries(ctx context.Context, max int, lease time.Duration, busy []string) ([]Delivery, error)
 	// FinishDelivery records an attempt's result. Errors: ErrLost.
 	FinishDelivery(ctx context.Context, d *Delivery, r Result) error
-	// NextDue is when the earliest pending delivery is due (false: none).
-	NextDue(ctx context.Context) (time.Time, bool, error)
+	// NextDue is when the earliest pending delivery to a destination not
+	// in busy is due (false: none).
+	NextDue(ctx context.Context, busy []string) (time.Time, bool, error)
 	// Subject reads what d is about. Errors: ErrNotFound (the task is gone).
 	Subject(ctx context.Context, d *Delivery) (*Subject, error)
 	// Endpoint errors: ErrNotFound.

@@ -137,7 +137,7 @@ func (s *Sender) run(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
-		full, err := s.claim(ctx)
+		full, busy, err := s.claim(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -149,7 +149,9 @@ func (s *Sender) run(ctx context.Context) {
 			wait = time.Second
 		} else if !full {
 			// Nothing more is due now: sleep until the next one is.
-			if at, ok, err := s.cfg.Store.NextDue(ctx); err != nil {
+			// Busy destinations are left out: their own completions
+			// wake the loop, so a saturated receiver is not polled.
+			if at, ok, err := s.cfg.Store.NextDue(ctx, busy); err != nil {
 				wait = time.Second
 			} else if ok {
 				wait = min(max(time.Until(at), 5*time.Millisecond), s.cfg.Poll)
@@ -172,26 +174,26 @@ func (s *Sender) run(ctx context.Context) {
 }
 
 // claim takes what the free slots allow and sends it; full reports that
-// the slots (not the due rows) were the limit.
-func (s *Sender) claim(ctx context.Context) (full bool, err error) {
+// the slots (not the due rows) were the limit; busy lists the saturated
+// destinations.
+func (s *Sender) claim(ctx context.Context) (full bool, busy []string, err error) {
 	s.mu.Lock()
 	free := s.cfg.InFlight - s.total
-	var busy []string
 	for dest, n := range s.inflight {
 		if n >= s.cfg.PerDestination {
 			busy = append(busy, dest)
 		}
 	}
 	s.mu.Unlock()
-	if free <= 0 {
-		return true, nil
-	}
 	if busy == nil {
 		busy = []string{}
 	}
+	if free <= 0 {
+		return true, busy, nil
+	}
 	ds, err := s.cfg.Store.ClaimDeliveries(ctx, free, s.cfg.Lease, busy)
 	if err != nil {
-		return false, err
+		return false, busy, err
 	}
 	s.mu.Lock()
 	for i := range ds {
@@ -207,15 +209,24 @@ func (s *Sender) claim(ctx context.Context) (full bool, err error) {
 			s.deliver(&d)
 			s.mu.Lock()
 			dest := d.Destination()
-			if s.inflight[dest]--; s.inflight[dest] <= 0 {
+			n := s.inflight[dest] - 1
+			if n <= 0 {
 				delete(s.inflight, dest)
+			} else {
+				s.inflight[dest] = n
 			}
 			s.total--
+			// A destination that was saturated takes more once half its
+			// slots are free: claims come in batches, not one per
+			// completion.
+			wake := n <= s.cfg.PerDestination/2 || s.total <= s.cfg.InFlight/2
 			s.mu.Unlock()
-			s.Wake()
+			if wake {
+				s.Wake()
+			}
 		}()
 	}
-	return len(ds) == free, nil
+	return len(ds) == free, busy, nil
 }
 
 // deliver makes one attempt at d and records it.

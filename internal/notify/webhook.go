@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -145,6 +146,43 @@ type Webhooks struct {
 	store  Store
 	body   WebhookBody
 	client *http.Client
+
+	// Endpoints are read once a second at most: a burst of deliveries to
+	// one endpoint costs one read, and a removal or a 410 elsewhere is
+	// seen within a second (the row's own delivery then fails as gone).
+	mu    sync.Mutex
+	cache map[string]cachedEndpoint
+}
+
+type cachedEndpoint struct {
+	ep *Endpoint
+	at time.Time
+}
+
+const endpointCacheTTL = time.Second
+
+func (w *Webhooks) endpoint(ctx context.Context, id string) (*Endpoint, error) {
+	w.mu.Lock()
+	c, ok := w.cache[id]
+	w.mu.Unlock()
+	if ok && time.Since(c.at) < endpointCacheTTL {
+		return c.ep, nil
+	}
+	ep, err := w.store.Endpoint(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	w.cache[id] = cachedEndpoint{ep: ep, at: time.Now()}
+	w.mu.Unlock()
+	return ep, nil
+}
+
+// forget drops an endpoint from the cache (it was just disabled).
+func (w *Webhooks) forget(id string) {
+	w.mu.Lock()
+	delete(w.cache, id)
+	w.mu.Unlock()
 }
 
 // NewWebhooks returns the webhook channel: body builds the payloads,
@@ -161,7 +199,7 @@ func NewWebhooks(store Store, body WebhookBody, allowPrivate bool) *Webhooks {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: WebhookTimeout,
 	}
-	return &Webhooks{store: store, body: body, client: &http.Client{Transport: tr, Timeout: WebhookTimeout,
+	return &Webhooks{store: store, body: body, cache: map[string]cachedEndpoint{}, client: &http.Client{Transport: tr, Timeout: WebhookTimeout,
 		// A redirect is an answer, not a delivery: the receiver must
 		// be configured with its real URL.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
@@ -169,7 +207,7 @@ func NewWebhooks(store Store, body WebhookBody, allowPrivate bool) *Webhooks {
 
 // Send implements Channel.
 func (w *Webhooks) Send(ctx context.Context, d *Delivery, s *Subject) Outcome {
-	ep, err := w.store.Endpoint(ctx, d.EndpointID)
+	ep, err := w.endpoint(ctx, d.EndpointID)
 	if errors.Is(err, ErrNotFound) {
 		return Outcome{Err: errors.New("the endpoint was removed"), Permanent: true}
 	}
@@ -219,6 +257,7 @@ func (w *Webhooks) Send(ctx context.Context, d *Delivery, s *Subject) Outcome {
 	case resp.StatusCode == http.StatusGone:
 		out.Err = errors.New("410 Gone: the endpoint is disabled")
 		out.Permanent, out.Disable = true, "the receiver answered 410 Gone at "+now.UTC().Format(time.RFC3339)
+		w.forget(ep.ID)
 	case resp.StatusCode == http.StatusTooManyRequests:
 		out.Err = errors.New("429 Too Many Requests")
 		out.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), now)

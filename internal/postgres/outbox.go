@@ -209,17 +209,22 @@ func (s *Store) FinishDelivery(ctx context.Context, d *notify.Delivery, r notify
 }
 
 // NextDue implements notify.Store.
-func (s *Store) NextDue(ctx context.Context) (time.Time, bool, error) {
-	at, err := s.q.OutboxNextDue(ctx)
+func (s *Store) NextDue(ctx context.Context, busy []string) (time.Time, bool, error) {
+	if busy == nil {
+		busy = []string{}
+	}
+	at, err := s.q.OutboxNextDue(ctx, busy)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("next delivery: %w", err)
 	}
 	return at, true, nil
 }
 
-// Subject implements notify.Store.
+// Subject implements notify.Store: the task and its interrupt in one
+// statement; the decision only once the interrupt was decided; the
+// artifacts only for the channels that show them.
 func (s *Store) Subject(ctx context.Context, d *notify.Delivery) (*notify.Subject, error) {
-	task, err := s.Task(ctx, d.TaskID)
+	task, itr, err := s.DecisionSubject(ctx, d.TaskID, d.InterruptID)
 	if errors.Is(err, graph.ErrTaskNotFound) {
 		return nil, notify.ErrNotFound
 	}
@@ -228,25 +233,20 @@ func (s *Store) Subject(ctx context.Context, d *notify.Delivery) (*notify.Subjec
 	}
 	subj := &notify.Subject{Task: task}
 	if d.InterruptID != "" {
-		itr, err := s.Interrupt(ctx, d.InterruptID)
-		if errors.Is(err, graph.ErrInterruptNotFound) {
+		if itr == nil {
 			return nil, notify.ErrNotFound
 		}
-		if err != nil {
-			return nil, err
-		}
 		subj.Interrupt = itr
-		decs, err := s.Decisions(ctx, d.TaskID)
-		if err != nil {
-			return nil, err
-		}
-		for i := range decs {
-			if decs[i].InterruptID == itr.ID {
-				subj.Decision = &decs[i]
+		if itr.Status == graph.InterruptResolved {
+			decs, err := s.Decisions(ctx, d.TaskID)
+			if err != nil {
+				return nil, err
 			}
-		}
-		if subj.Approvers, err = s.Approvals(ctx, itr.ID); err != nil {
-			return nil, err
+			for i := range decs {
+				if decs[i].InterruptID == itr.ID {
+					subj.Decision = &decs[i]
+				}
+			}
 		}
 	}
 	if d.Channel == notify.ChannelEmail || d.Channel == notify.ChannelSlack {

@@ -382,13 +382,14 @@ func (q *Queries) OutboxGet(ctx context.Context, id uuid.UUID) (Outbox, error) {
 }
 
 const outboxNextDue = `-- name: OutboxNextDue :one
-SELECT COALESCE(min(next_at), now() + interval '1 day')::timestamptz FROM outbox WHERE state = 'pending'
+SELECT COALESCE(min(next_at), now() + interval '1 day')::timestamptz FROM outbox
+WHERE state = 'pending' AND COALESCE(endpoint_id::text, channel) <> ALL ($1::text[])
 `
 
-// OutboxNextDue is when the earliest pending delivery is due (in a day
-// when none is).
-func (q *Queries) OutboxNextDue(ctx context.Context) (time.Time, error) {
-	row := q.db.QueryRow(ctx, outboxNextDue)
+// OutboxNextDue is when the earliest pending delivery to a destination
+// not in busy is due (in a day when none is).
+func (q *Queries) OutboxNextDue(ctx context.Context, busy []string) (time.Time, error) {
+	row := q.db.QueryRow(ctx, outboxNextDue, busy)
 	var column_1 time.Time
 	err := row.Scan(&column_1)
 	return column_1, err
