@@ -11,6 +11,24 @@ WHERE (created_at, id) < (COALESCE(sqlc.narg(before_at)::timestamptz, 'infinity'
 ORDER BY created_at DESC, id DESC
 LIMIT sqlc.arg(max_rows)::int;
 
+-- TaskListByStatusOnly is TaskListByStatus without a workflow. The keyset
+-- walk runs on tasks_status_created_idx alone (index-only: status,
+-- created_at and id are all in it), and only the page's rows are read from
+-- the heap. Written as one scan with the status as a filter, the planner
+-- preferred tasks_created_idx whenever the status is common, and walked
+-- past every newer task of another status: ~100 ms per status for the
+-- dashboard at 1,000,000 tasks, whose newest 100,000 were waiting.
+-- name: TaskListByStatusOnly :many
+SELECT * FROM tasks
+WHERE id = ANY (ARRAY(
+    SELECT k.id FROM tasks k
+    WHERE k.status = sqlc.arg(status)::text
+      AND (k.created_at, k.id) < (COALESCE(sqlc.narg(before_at)::timestamptz, 'infinity'::timestamptz),
+                                  COALESCE(sqlc.narg(before_id)::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid))
+    ORDER BY k.created_at DESC, k.id DESC
+    LIMIT sqlc.arg(max_rows)::int))
+ORDER BY created_at DESC, id DESC;
+
 -- TaskListByStatus also filters by workflow when one is given.
 -- name: TaskListByStatus :many
 SELECT * FROM tasks

@@ -172,8 +172,24 @@ RETURNING seq;
 -- name: TxAsyncCommit :exec
 SELECT set_config('synchronous_commit', 'off', true);
 
--- TaskCountByStatus counts tasks per status (the dashboard).
+-- TaskCountByStatus counts tasks per status (the dashboard) from
+-- row_counts and its deltas (00052_row_counts.sql); deltas is how many
+-- delta rows it added, for the caller to fold them when they pile up.
 -- name: TaskCountByStatus :many
-SELECT status, count(*)::int AS tasks
-FROM tasks
-GROUP BY status;
+WITH d AS (SELECT key, delta FROM row_count_deltas WHERE scope = 'task_status')
+SELECT key AS status, sum(n)::int AS tasks, (SELECT count(*) FROM d)::int AS deltas
+FROM (SELECT key, n FROM row_counts WHERE scope = 'task_status'
+      UNION ALL SELECT key, delta::bigint FROM d) x
+GROUP BY key
+HAVING sum(n) <> 0;
+
+-- RowCountsFold moves the deltas into row_counts, one folder at a time
+-- (another that finds the lock taken does nothing), rows in key order.
+-- name: RowCountsFold :exec
+WITH lock AS (SELECT pg_try_advisory_xact_lock(7166824916284798836) AS ok),
+moved AS (
+    DELETE FROM row_count_deltas WHERE (SELECT ok FROM lock) RETURNING scope, key, delta
+)
+INSERT INTO row_counts AS c (scope, key, n)
+SELECT scope, key, sum(delta) FROM moved GROUP BY scope, key ORDER BY scope, key
+ON CONFLICT (scope, key) DO UPDATE SET n = c.n + EXCLUDED.n;

@@ -26,9 +26,26 @@ type Claim struct {
 // Claim leases up to max runnable tasks to owner for ttl: queued tasks and
 // running tasks whose lease expired. Concurrent claimers never get the same
 // task (FOR UPDATE SKIP LOCKED).
+//
+// The claim commits without waiting for its WAL flush: a claim lost in a
+// database crash leaves the task runnable (its old fence), and the worker
+// that believed it held the lease can write nothing under the fence it
+// was given. Any later synchronous commit flushes the claim with it, as
+// WAL is flushed in order. This takes the claim's fsync (most of its
+// latency on a busy disk) off the path of every task start.
 func (s *Store) Claim(ctx context.Context, owner string, max int, ttl time.Duration) ([]Claim, error) {
-	rows, err := s.q.TaskClaim(ctx, dbsqlc.TaskClaimParams{Owner: owner, TtlSeconds: ttl.Seconds(), MaxTasks: int32(max)})
-	if err != nil {
+	var rows []dbsqlc.TaskClaimRow
+	b := &pgx.Batch{}
+	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxAsyncCommit(ctx) })
+	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error {
+		_, err := q.TaskClaim(ctx, dbsqlc.TaskClaimParams{Owner: owner, TtlSeconds: ttl.Seconds(), MaxTasks: int32(max)})
+		return err
+	}).Query(func(r pgx.Rows) error {
+		var err error
+		rows, err = pgx.CollectRows(r, pgx.RowToStructByPos[dbsqlc.TaskClaimRow])
+		return err
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("claim tasks: %w", err)
 	}
 	out := make([]Claim, 0, len(rows))

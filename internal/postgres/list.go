@@ -52,12 +52,11 @@ func (s *Store) ListTasks(ctx context.Context, f TaskFilter) ([]graph.Task, *Tas
 	var rows []dbsqlc.Task
 	var err error
 	switch {
+	case f.Status != "" && f.Workflow == "":
+		rows, err = s.q.TaskListByStatusOnly(ctx, dbsqlc.TaskListByStatusOnlyParams{Status: string(f.Status),
+			BeforeAt: beforeAt, BeforeID: beforeID, MaxRows: maxRows})
 	case f.Status != "":
-		var wf *string
-		if f.Workflow != "" {
-			wf = &f.Workflow
-		}
-		rows, err = s.q.TaskListByStatus(ctx, dbsqlc.TaskListByStatusParams{Status: string(f.Status), Workflow: wf,
+		rows, err = s.q.TaskListByStatus(ctx, dbsqlc.TaskListByStatusParams{Status: string(f.Status), Workflow: &f.Workflow,
 			BeforeAt: beforeAt, BeforeID: beforeID, MaxRows: maxRows})
 	case f.Workflow != "":
 		rows, err = s.q.TaskListByWorkflow(ctx, dbsqlc.TaskListByWorkflowParams{Workflow: f.Workflow,

@@ -41,6 +41,9 @@ func (s *Store) PendingInterruptCounts(ctx context.Context) (map[string]int, err
 	for _, r := range rows {
 		out[r.Kind] = int(r.Pending)
 	}
+	if len(rows) > 0 {
+		s.foldCounts(ctx, int(rows[0].Deltas))
+	}
 	return out, nil
 }
 
@@ -54,5 +57,31 @@ func (s *Store) TaskCounts(ctx context.Context) (map[string]int, error) {
 	for _, r := range rows {
 		out[r.Status] = int(r.Tasks)
 	}
+	if len(rows) > 0 {
+		s.foldCounts(ctx, int(rows[0].Deltas))
+	}
 	return out, nil
+}
+
+// foldDeltas is how many count deltas a reader adds up before it folds
+// them into row_counts: a few thousand rows sum in about a millisecond.
+const foldDeltas = 2000
+
+// foldCounts folds the count deltas when a reader saw many. Best effort:
+// a failed fold leaves the deltas, which still count.
+func (s *Store) foldCounts(ctx context.Context, deltas int) {
+	if deltas < foldDeltas || !s.folding.CompareAndSwap(false, true) {
+		return
+	}
+	defer s.folding.Store(false)
+	_ = s.FoldCounts(ctx)
+}
+
+// FoldCounts folds the count deltas into row_counts now (readers do it
+// when they find many).
+func (s *Store) FoldCounts(ctx context.Context) error {
+	if err := s.q.RowCountsFold(ctx); err != nil {
+		return fmt.Errorf("fold counts: %w", err)
+	}
+	return nil
 }

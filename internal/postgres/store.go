@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -30,6 +31,7 @@ type Store struct {
 	notifier *notifier
 	group    *committer
 	blobs    blobCache
+	folding  atomic.Bool // a count fold in flight (observe.go)
 	// sinks hear of the events the store commits outside the engine.
 	sinks []graph.EventSink
 	// outbox says which notifications commits write (outbox.go).

@@ -14,20 +14,25 @@ import (
 )
 
 const interruptCountPending = `-- name: InterruptCountPending :many
-SELECT kind, count(*)::int AS pending
-FROM interrupts
-WHERE status = 'pending'
-GROUP BY kind
-ORDER BY kind
+WITH d AS (SELECT key, delta FROM row_count_deltas WHERE scope = 'pending_interrupt_kind')
+SELECT key AS kind, sum(n)::int AS pending, (SELECT count(*) FROM d)::int AS deltas
+FROM (SELECT key, n FROM row_counts WHERE scope = 'pending_interrupt_kind'
+      UNION ALL SELECT key, delta::bigint FROM d) x
+GROUP BY key
+HAVING sum(n) <> 0
+ORDER BY key
 `
 
 type InterruptCountPendingRow struct {
 	Kind    string
 	Pending int32
+	Deltas  int32
 }
 
 // InterruptCountPending counts the pending interrupts by kind (the
 // pending_interrupts gauge of /metrics).
+// InterruptCountPending counts the pending interrupts per kind from
+// row_counts and its deltas (00052_row_counts.sql).
 func (q *Queries) InterruptCountPending(ctx context.Context) ([]InterruptCountPendingRow, error) {
 	rows, err := q.db.Query(ctx, interruptCountPending)
 	if err != nil {
@@ -37,7 +42,7 @@ func (q *Queries) InterruptCountPending(ctx context.Context) ([]InterruptCountPe
 	items := []InterruptCountPendingRow{}
 	for rows.Next() {
 		var i InterruptCountPendingRow
-		if err := rows.Scan(&i.Kind, &i.Pending); err != nil {
+		if err := rows.Scan(&i.Kind, &i.Pending, &i.Deltas); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

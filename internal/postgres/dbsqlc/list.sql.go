@@ -274,6 +274,76 @@ func (q *Queries) TaskListByStatus(ctx context.Context, arg TaskListByStatusPara
 	return items, nil
 }
 
+const taskListByStatusOnly = `-- name: TaskListByStatusOnly :many
+SELECT id, workflow, title, input, options, status, current_node, result, error, event_seq, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at FROM tasks
+WHERE id = ANY (ARRAY(
+    SELECT k.id FROM tasks k
+    WHERE k.status = $1::text
+      AND (k.created_at, k.id) < (COALESCE($2::timestamptz, 'infinity'::timestamptz),
+                                  COALESCE($3::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid))
+    ORDER BY k.created_at DESC, k.id DESC
+    LIMIT $4::int))
+ORDER BY created_at DESC, id DESC
+`
+
+type TaskListByStatusOnlyParams struct {
+	Status   string
+	BeforeAt *time.Time
+	BeforeID *uuid.UUID
+	MaxRows  int32
+}
+
+// TaskListByStatusOnly is TaskListByStatus without a workflow. The keyset
+// walk runs on tasks_status_created_idx alone (index-only: status,
+// created_at and id are all in it), and only the page's rows are read from
+// the heap. Written as one scan with the status as a filter, the planner
+// preferred tasks_created_idx whenever the status is common, and walked
+// past every newer task of another status: ~100 ms per status for the
+// dashboard at 1,000,000 tasks, whose newest 100,000 were waiting.
+func (q *Queries) TaskListByStatusOnly(ctx context.Context, arg TaskListByStatusOnlyParams) ([]Task, error) {
+	rows, err := q.db.Query(ctx, taskListByStatusOnly,
+		arg.Status,
+		arg.BeforeAt,
+		arg.BeforeID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Task{}
+	for rows.Next() {
+		var i Task
+		if err := rows.Scan(
+			&i.ID,
+			&i.Workflow,
+			&i.Title,
+			&i.Input,
+			&i.Options,
+			&i.Status,
+			&i.CurrentNode,
+			&i.Result,
+			&i.Error,
+			&i.EventSeq,
+			&i.LeaseOwner,
+			&i.LeaseExpiresAt,
+			&i.LeaseFence,
+			&i.LastOwner,
+			&i.CreatedBy,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.CompletedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const taskListByWorkflow = `-- name: TaskListByWorkflow :many
 SELECT id, workflow, title, input, options, status, current_node, result, error, event_seq, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at, definition_version, forked_from_task, forked_from_step FROM tasks
 WHERE workflow = $1::text

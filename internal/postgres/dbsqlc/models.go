@@ -204,6 +204,18 @@ type OutboxAttempt struct {
 	Error      string
 }
 
+type RowCount struct {
+	Scope string
+	Key   string
+	N     int64
+}
+
+type RowCountDelta struct {
+	Scope string
+	Key   string
+	Delta int32
+}
+
 type Session struct {
 	ID         uuid.UUID
 	TokenHash  []byte

@@ -37,6 +37,23 @@ func (q *Queries) NotifyMany(ctx context.Context, arg NotifyManyParams) error {
 	return err
 }
 
+const rowCountsFold = `-- name: RowCountsFold :exec
+WITH lock AS (SELECT pg_try_advisory_xact_lock(7166824916284798836) AS ok),
+moved AS (
+    DELETE FROM row_count_deltas WHERE (SELECT ok FROM lock) RETURNING scope, key, delta
+)
+INSERT INTO row_counts AS c (scope, key, n)
+SELECT scope, key, sum(delta) FROM moved GROUP BY scope, key ORDER BY scope, key
+ON CONFLICT (scope, key) DO UPDATE SET n = c.n + EXCLUDED.n
+`
+
+// RowCountsFold moves the deltas into row_counts, one folder at a time
+// (another that finds the lock taken does nothing), rows in key order.
+func (q *Queries) RowCountsFold(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, rowCountsFold)
+	return err
+}
+
 const stateBlobsPut = `-- name: StateBlobsPut :exec
 INSERT INTO state_blobs (task_id, hash, value)
 SELECT $1::uuid, ($2::bytea[])[i], ($3::text[])[i]
@@ -327,17 +344,23 @@ func (q *Queries) TaskCommit(ctx context.Context, arg TaskCommitParams) ([]int64
 }
 
 const taskCountByStatus = `-- name: TaskCountByStatus :many
-SELECT status, count(*)::int AS tasks
-FROM tasks
-GROUP BY status
+WITH d AS (SELECT key, delta FROM row_count_deltas WHERE scope = 'task_status')
+SELECT key AS status, sum(n)::int AS tasks, (SELECT count(*) FROM d)::int AS deltas
+FROM (SELECT key, n FROM row_counts WHERE scope = 'task_status'
+      UNION ALL SELECT key, delta::bigint FROM d) x
+GROUP BY key
+HAVING sum(n) <> 0
 `
 
 type TaskCountByStatusRow struct {
 	Status string
 	Tasks  int32
+	Deltas int32
 }
 
-// TaskCountByStatus counts tasks per status (the dashboard).
+// TaskCountByStatus counts tasks per status (the dashboard) from
+// row_counts and its deltas (00052_row_counts.sql); deltas is how many
+// delta rows it added, for the caller to fold them when they pile up.
 func (q *Queries) TaskCountByStatus(ctx context.Context) ([]TaskCountByStatusRow, error) {
 	rows, err := q.db.Query(ctx, taskCountByStatus)
 	if err != nil {
@@ -347,7 +370,7 @@ func (q *Queries) TaskCountByStatus(ctx context.Context) ([]TaskCountByStatusRow
 	items := []TaskCountByStatusRow{}
 	for rows.Next() {
 		var i TaskCountByStatusRow
-		if err := rows.Scan(&i.Status, &i.Tasks); err != nil {
+		if err := rows.Scan(&i.Status, &i.Tasks, &i.Deltas); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -1,0 +1,114 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
+	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+)
+
+// The plans of the queries that must not grow with the number of tasks
+// (issue 13: claim, inbox, dashboard) walk the indexes made for them. The
+// query is the one sqlc generated, prepared by pgx on a connection and
+// explained there by its prepared name, with its custom and its generic
+// plan, over a database whose statistics say most tasks ended.
+func TestPlansUseTheirIndexes(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `
+INSERT INTO tasks (id, workflow, status, created_at, completed_at)
+SELECT gen_random_uuid(), 'feature',
+       CASE WHEN g <= 2000 THEN 'waiting' WHEN g <= 2100 THEN 'queued'
+            ELSE (ARRAY['succeeded','failed','cancelled'])[1 + g % 3] END,
+       now() - g * interval '1 second',
+       CASE WHEN g > 2100 THEN now() - g * interval '1 second' END
+FROM generate_series(1, 30000) g;
+INSERT INTO interrupts (id, task_id, node, kind, iteration, payload, created_at)
+SELECT gen_random_uuid(), id, 'n', (ARRAY['prd','plan','merge'])[1 + (extract(epoch FROM created_at)::bigint % 3)], 1, '{}', created_at
+FROM tasks WHERE status = 'waiting';`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `VACUUM ANALYZE tasks, interrupts`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	q := dbsqlc.New(conn)
+	cases := []struct {
+		name string   // the sqlc query
+		run  func()   // runs it once, so that pgx prepares it
+		args string   // EXECUTE arguments
+		want []string // in the plan
+		not  []string // never in the plan
+	}{
+		{"TaskClaim", func() {
+			if _, err := q.TaskClaim(ctx, dbsqlc.TaskClaimParams{Owner: "plans", TtlSeconds: 1, MaxTasks: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}, `('plans', 1, 1)`, []string{"tasks_runnable_idx"}, []string{"Seq Scan", "tasks_created_idx"}},
+		{"DeskInboxPage", func() {
+			if _, err := q.DeskInboxPage(ctx, dbsqlc.DeskInboxPageParams{MaxRows: 51}); err != nil {
+				t.Fatal(err)
+			}
+		}, `(NULL, NULL, NULL, 51)`, []string{"interrupts_pending_idx"}, []string{"Seq Scan", "Sort"}},
+		{"DeskInboxPage", func() {}, `('plan', NULL, NULL, 51)`, []string{"interrupts_pending_idx"}, []string{"Seq Scan", "Sort"}},
+		{"TaskListByStatusOnly", func() {
+			if _, err := q.TaskListByStatusOnly(ctx, dbsqlc.TaskListByStatusOnlyParams{Status: "succeeded", MaxRows: 6}); err != nil {
+				t.Fatal(err)
+			}
+		}, `('succeeded', NULL, NULL, 6)`, []string{"Index Only Scan using tasks_status_created_idx"}, []string{"Seq Scan", "tasks_created_idx"}},
+		{"TaskCountByStatus", func() {
+			if _, err := q.TaskCountByStatus(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}, ``, nil, []string{" on tasks", " on interrupts"}},
+		{"InterruptCountPending", func() {
+			if _, err := q.InterruptCountPending(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}, ``, nil, []string{" on tasks", " on interrupts"}},
+	}
+	for _, c := range cases {
+		c.run()
+		var stmt string
+		if err := conn.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement LIKE $1`,
+			"%-- name: "+c.name+" %").Scan(&stmt); err != nil {
+			t.Fatalf("%s: prepared statement: %v", c.name, err)
+		}
+		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+			if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := conn.Query(ctx, fmt.Sprintf("EXPLAIN EXECUTE %s%s", pgx.Identifier{stmt}.Sanitize(), c.args))
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan := strings.Join(lines, "\n")
+			for _, w := range c.want {
+				if !strings.Contains(plan, w) {
+					t.Errorf("%s %s (%s): plan lacks %q:\n%s", c.name, c.args, mode, w, plan)
+				}
+			}
+			for _, n := range c.not {
+				if strings.Contains(plan, n) {
+					t.Errorf("%s %s (%s): plan has %q:\n%s", c.name, c.args, mode, n, plan)
+				}
+			}
+		}
+	}
+	if _, err := conn.Exec(ctx, "RESET plan_cache_mode"); err != nil {
+		t.Fatal(err)
+	}
+}
