@@ -275,7 +275,7 @@ func (q *Queries) TaskListByStatus(ctx context.Context, arg TaskListByStatusPara
 }
 
 const taskListByStatusOnly = `-- name: TaskListByStatusOnly :many
-SELECT id, workflow, title, input, options, status, current_node, result, error, event_seq, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at FROM tasks
+SELECT id, workflow, title, input, options, status, current_node, result, error, event_seq, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at, definition_version, forked_from_task, forked_from_step FROM tasks
 WHERE id = ANY (ARRAY(
     SELECT k.id FROM tasks k
     WHERE k.status = $1::text
@@ -333,6 +333,9 @@ func (q *Queries) TaskListByStatusOnly(ctx context.Context, arg TaskListByStatus
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.CompletedAt,
+			&i.DefinitionVersion,
+			&i.ForkedFromTask,
+			&i.ForkedFromStep,
 		); err != nil {
 			return nil, err
 		}
