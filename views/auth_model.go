@@ -91,4 +91,18 @@ type AuditRow struct {
 	// TaskURL links a task's event to its page.
 	TaskURL string
 	Details string
+	// What is Kind in words ("Decision recorded"); SubjectLabel the
+	// subject as a person reads it (a task's title, a user's name) and
+	// SubjectURL where it lives; ActorURL the actor's user row.
+	What         string
+	SubjectLabel string
+	SubjectURL   string
+	ActorURL     string
+	// Fields are the event's details, labelled.
+	Fields []AuditField
+}
+
+// AuditField is one labelled detail of an audit event.
+type AuditField struct {
+	Label, Value string
 }

@@ -245,6 +245,20 @@ func TestFirstHourInTheBrowser(t *testing.T) {
 		b.WaitJS(`document.querySelector("main").dataset.taskStatus === "succeeded"`, 30*time.Second)
 	})
 
+	t.Run("WideGraphIsReadable", func(t *testing.T) {
+		b.T = t
+		startTask(b, base, "pm", map[string]string{
+			`textarea[name="input.description"]`:         "Add a CSV export of monthly reports.",
+			`textarea[name="input.acceptance_criteria"]`: "A user downloads a CSV.\nThe API returns 400 naming a bad field."})
+		b.WaitJS(`document.querySelector("#graph svg")`, 10*time.Second)
+		// Drawn at its own size (the column scrolls), not shrunk to fit.
+		scale := bt.Eval[float64](b, `(function(){var s=document.querySelector("#graph svg");return s.getBoundingClientRect().width/s.width.baseVal.value})()`)
+		if scale < 0.99 {
+			t.Errorf("the pm graph is drawn at %.0f%% of its size", scale*100)
+		}
+		b.Screenshot("pm-graph")
+	})
+
 	t.Run("TokenReloadCreatesNothing", func(t *testing.T) {
 		b.T = t
 		b.Navigate(base + "/admin/tokens")

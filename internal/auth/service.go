@@ -107,6 +107,9 @@ const (
 	AuditSessionCreated  = "session.created"
 	AuditSessionRevoked  = "session.revoked"
 	AuditDecisionRefused = "decision.refused"
+	// AuditLoginFailed is a sign-in refused (wrong password, unknown or
+	// disabled user, or throttled); the actor is the user name tried.
+	AuditLoginFailed = "login.failed"
 )
 
 // Store keeps users, sessions, tokens, login attempts and the audit trail.
@@ -537,9 +540,11 @@ func (s *Service) Login(ctx context.Context, username, password, addr, userAgent
 		return nil, err
 	}
 	if s.throttle.PerUser > 0 && f.ByUser >= s.throttle.PerUser {
+		s.loginFailed(ctx, name, addr, "too many failed attempts for this user name")
 		return nil, s.throttled(f.UserOldest, now, "user", name, addr)
 	}
 	if s.throttle.PerAddr > 0 && f.ByAddr >= s.throttle.PerAddr {
+		s.loginFailed(ctx, name, addr, "too many failed attempts from this address")
 		return nil, s.throttled(f.AddrOldest, now, "addr", name, addr)
 	}
 	u, err := s.store.UserByName(ctx, name)
@@ -547,16 +552,22 @@ func (s *Service) Login(ctx context.Context, username, password, addr, userAgent
 		return nil, err
 	}
 	ok := false
+	reason := "wrong password"
 	if u == nil {
 		VerifyPassword(dummyHash(), password) // as long as a wrong password
+		reason = "no such user"
 	} else {
 		ok = VerifyPassword(u.PasswordHash, password) && !u.Disabled && u.Role.Valid()
+		if u.Disabled {
+			reason = "the user is disabled"
+		}
 	}
 	if err := s.store.RecordLogin(ctx, name, addr, ok); err != nil {
 		return nil, err
 	}
 	if !ok {
 		s.log.Info("login failed", "username", name, "addr", addr)
+		s.loginFailed(ctx, name, addr, reason)
 		return nil, ErrBadCredentials
 	}
 	secret := sessionPrefix + randomSecret()
@@ -571,6 +582,16 @@ func (s *Service) Login(ctx context.Context, username, password, addr, userAgent
 	}
 	sess.CSRFKey, sess.Username, sess.Role, sess.Kinds, sess.UserID = key, u.Username, u.Role, u.Kinds, u.ID
 	return &Login{Secret: secret, Session: sess, Principal: sessionPrincipal(sess)}, nil
+}
+
+// loginFailed records a refused sign-in in the audit trail (the page
+// itself says only "wrong user name or password").
+func (s *Service) loginFailed(ctx context.Context, name, addr, reason string) {
+	data, _ := json.Marshal(map[string]string{"addr": addr, "reason": reason})
+	if name == "" {
+		name = "(empty)"
+	}
+	s.Record(ctx, AuditEvent{Actor: name, Kind: AuditLoginFailed, Subject: name, Data: data})
 }
 
 func (s *Service) throttled(oldest, now time.Time, by, name, addr string) error {

@@ -961,7 +961,8 @@ func TestAuditTrail(t *testing.T) {
 	// The page.
 	status, _, page := e.getAs(t, &ann, "/audit?actor=ann&kind=decision", nil)
 	if status != http.StatusOK || !strings.Contains(page, `data-kind="decision.recorded"`) || strings.Contains(page, `data-kind="user.created"`) ||
-		!strings.Contains(page, `href="/tasks/`+id+`"`) || !strings.Contains(page, "feedback=more detail") {
+		!strings.Contains(page, `href="/tasks/`+id+`"`) || !strings.Contains(page, "<dt>Feedback</dt><dd>more detail</dd>") ||
+		!strings.Contains(page, ">Audited</a>") || !strings.Contains(page, "Decision recorded") {
 		t.Fatalf("audit page: %d", status)
 	}
 	vic := e.session("vic")

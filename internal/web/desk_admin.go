@@ -267,8 +267,22 @@ func (d *desk) auditPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	titles := map[string]string{}
 	for i := range evs {
-		page.Events = append(page.Events, auditRow(&evs[i]))
+		r := auditRow(&evs[i])
+		if id := evs[i].TaskID; id != "" {
+			// One read per task on the page, not per event.
+			if _, ok := titles[id]; !ok {
+				titles[id] = ""
+				if t, err := d.s.store.Task(ctx, id); err == nil {
+					titles[id] = t.Title
+				}
+			}
+			if titles[id] != "" {
+				r.SubjectLabel = titles[id]
+			}
+		}
+		page.Events = append(page.Events, r)
 	}
 	if n := len(evs); n > 0 && n == f.Limit {
 		q := c.QueryParams()
@@ -278,11 +292,24 @@ func (d *desk) auditPage(c echo.Context) error {
 	return d.write(c, http.StatusOK, views.AuditView(page))
 }
 
-// auditRow shapes an event: its data as key=value pairs, the task linked.
+// auditRow shapes an event: its kind in words, its subject linked (a
+// task's page, the Users or Tokens page), its data as labelled fields.
 func auditRow(e *auth.AuditEvent) views.AuditRow {
-	r := views.AuditRow{At: e.At, Actor: e.Actor, Kind: e.Kind, Subject: e.Subject}
+	r := views.AuditRow{At: e.At, Actor: e.Actor, Kind: e.Kind, Subject: e.Subject, What: auditWhat(e.Kind),
+		SubjectLabel: e.Subject}
 	if e.TaskID != "" {
 		r.TaskURL = "/tasks/" + e.TaskID
+		r.SubjectURL, r.SubjectLabel = r.TaskURL, "task "+shortID(e.TaskID)
+	}
+	switch {
+	case strings.HasPrefix(e.Kind, "user.") || e.Kind == auth.AuditLoginFailed:
+		r.SubjectURL = "/admin/users"
+	case strings.HasPrefix(e.Kind, "token."):
+		r.SubjectURL = "/admin/tokens"
+	}
+	if !strings.Contains(e.Actor, ":") && e.Actor != "bootstrap" && e.Actor != "system" && e.Actor != "retention" &&
+		e.Kind != auth.AuditLoginFailed {
+		r.ActorURL = "/admin/users"
 	}
 	var data map[string]any
 	if json.Unmarshal(e.Data, &data) == nil {
@@ -299,12 +326,28 @@ func auditRow(e *auth.AuditEvent) views.AuditRow {
 					continue
 				}
 				parts = append(parts, k+"="+excerpt(s, 120))
+				r.Fields = append(r.Fields, views.AuditField{Label: humanize(k), Value: excerpt(s, 300)})
 				continue
 			}
 			b, _ := json.Marshal(v)
 			parts = append(parts, k+"="+excerpt(string(b), 120))
+			r.Fields = append(r.Fields, views.AuditField{Label: humanize(k), Value: excerpt(string(b), 300)})
 		}
 		r.Details = strings.Join(parts, "  ")
 	}
 	return r
+}
+
+// auditWhat is an audit kind in words: "decision.recorded" → "Decision
+// recorded", "user.password_set" → "User password set".
+func auditWhat(kind string) string {
+	return humanize(strings.NewReplacer(".", " ", "_", " ").Replace(kind))
+}
+
+// shortID is the first block of a uuid, as the desk shows ids.
+func shortID(id string) string {
+	if i := strings.IndexByte(id, '-'); i > 0 {
+		return id[:i]
+	}
+	return id
 }

@@ -114,3 +114,31 @@ func TestPasswordChangeInTheDesk(t *testing.T) {
 		t.Errorf("sign out: %d, without the message", status)
 	}
 }
+
+// TestFailedLoginIsAudited: a refused sign-in is in the audit trail with
+// the name tried, the address and why; the audit page shows it in words.
+func TestFailedLoginIsAudited(t *testing.T) {
+	t.Parallel()
+	e := newDeskEnv(t)
+	e.user("vic", auth.RoleViewer)
+	if _, err := e.auth.Login(context.Background(), "vic", "not vic's password", "203.0.113.9", "test"); err == nil {
+		t.Fatal("a wrong password signed in")
+	}
+	if _, err := e.auth.Login(context.Background(), "nobody", "whatever1", "203.0.113.9", "test"); err == nil {
+		t.Fatal("an unknown user signed in")
+	}
+	evs, err := e.auth.AuditTrail(context.Background(), auth.AuditFilter{Kind: auth.AuditLoginFailed, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 2 || evs[1].Actor != "vic" || !strings.Contains(string(evs[1].Data), "wrong password") ||
+		!strings.Contains(string(evs[1].Data), "203.0.113.9") || !strings.Contains(string(evs[0].Data), "no such user") {
+		t.Fatalf("failed logins in the audit trail: %+v", evs)
+	}
+	ann := e.session("ann")
+	_, _, page := e.getAs(t, &ann, "/audit?kind=login", nil)
+	if !strings.Contains(page, "Login failed") || !strings.Contains(page, "<dt>Reason</dt><dd>wrong password</dd>") ||
+		!strings.Contains(page, `type="datetime-local"`) {
+		t.Fatal("the audit page does not show the failed login in words, or has no date pickers")
+	}
+}
