@@ -43,6 +43,8 @@ END {
 	fig["BenchmarkMemStep|us/step"] = "BENCH mem_step"
 	fig["BenchmarkPGStepVsFloor|us/step"] = "BENCH pg_step"
 	fig["BenchmarkPGStepVsFloor|floor_us/op"] = "BENCH floor_upsert"
+	fig["BenchmarkPGForkVsStep|us/fork"] = "BENCH pg_fork"
+	fig["BenchmarkPGForkVsStep|us/step"] = "BENCH pg_fork_baseline_step"
 	fig["BenchmarkPGGateCycle|us/cycle"] = "BENCH pg_gate_cycle"
 	fig["BenchmarkPGTask|us/task"] = "BENCH pg_task"
 	fig["BenchmarkFloorUpsert|us/op"] = "BENCH floor_upsert_alone"
@@ -124,6 +126,9 @@ END {
 	}
 	if ("BenchmarkPGStepVsFloor|ratio" in vals)
 		printf "RATIO pg_step_vs_floor: %.2f\n", median("BenchmarkPGStepVsFloor|ratio")
+	# a fork in node steps of the same run (target: at most 2)
+	if ("BenchmarkPGForkVsStep|fork_steps" in vals)
+		printf "RATIO fork_vs_node_step: %.2f\n", median("BenchmarkPGForkVsStep|fork_steps")
 	if ("BenchmarkThroughput16|ratio" in vals)
 		printf "RATIO throughput_16_vs_floor: %.2f\n", median("BenchmarkThroughput16|ratio")
 	if ("BenchmarkStateSize|ratio_1m_vs_1k" in vals)
