@@ -32,9 +32,7 @@ whether the task can resume; one that cannot refuses decisions and retries
 with 409 until it is forked from an earlier step or cancelled.
 
 Exit status: 0 when every listed task can resume (or none is listed), 1
-when at least one cannot, 2 for a wrong command line or setting. Reads only.
-
-Flags:`
+when at least one cannot, 2 for a wrong command line or setting. Reads only.`
 
 func cmdTasks(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := newFlags("tasks", tasksSynopsis, stdout)

@@ -87,12 +87,27 @@ func (s *Server) listForks(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	ids := make([]string, 0, len(forks))
+	for _, f := range forks {
+		if f.Status == graph.StatusWaiting {
+			ids = append(ids, f.ID)
+		}
+	}
+	pending, err := s.store.PendingInterrupts(c.Request().Context(), ids...)
+	if err != nil {
+		return err
+	}
 	out := taskList{Tasks: make([]Task, 0, len(forks))}
 	who := principalOf(c)
 	for i := range forks {
-		if auth.MaySee(who, &forks[i]) {
-			out.Tasks = append(out.Tasks, s.taskJSON(&forks[i], nil))
+		if !auth.MaySee(who, &forks[i]) {
+			continue
 		}
+		var p *graph.Interrupt
+		if itr, ok := pending[forks[i].ID]; ok {
+			p = &itr
+		}
+		out.Tasks = append(out.Tasks, s.taskJSON(&forks[i], p))
 	}
 	return writeJSON(c, http.StatusOK, out)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/graph/graphtest"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
 )
 
@@ -110,4 +111,40 @@ func TestDeskRerunFromHere(t *testing.T) {
 		t.Errorf("the source's link to its fork reads %q", got)
 	}
 	b.screenshot("source-links-fork")
+}
+
+// TestDeskDefinitionBanner: a task waiting at a node that this build's
+// definition of its workflow dropped shows a banner with both versions
+// and says it cannot resume; its step before the node can be re-run.
+func TestDeskDefinitionBanner(t *testing.T) {
+	t.Parallel()
+	env := newDeskEnv(t, graphtest.Review(2))
+	ctx := context.Background()
+	// The replica's runner would run the task under definition 2: the old
+	// build runs it to its gate alone.
+	stop, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	env.run.Stop(stop)
+	v1, err := graph.NewEngine(env.store, []graph.Workflow{graphtest.Review(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := v1.Create(ctx, graph.NewTask{Workflow: graphtest.ReviewName, Title: "Reviewed under the old build",
+		Options: json.RawMessage(`{"gates":{}}`), CreatedBy: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := v1.Run(ctx, task.ID, 0); err != nil || out.Status != graph.StatusWaiting {
+		t.Fatalf("run under the old build: %+v %v", out, err)
+	}
+	b := env.openTab(t, "ada")
+	b.do(chromedp.Navigate(env.base + "/tasks/" + task.ID))
+	b.waitJS(`document.querySelector("#definition-banner")`, 10*time.Second)
+	got := b.text("#definition-banner")
+	for _, want := range []string{graphtest.Review(1).Version(), graphtest.Review(2).Version(), `Its node "review" no longer exists`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("banner lacks %q: %q", want, got)
+		}
+	}
+	b.screenshot("definition-banner")
 }

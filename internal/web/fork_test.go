@@ -158,6 +158,12 @@ func TestForkAPI(t *testing.T) {
 			!strings.HasSuffix(f.Title, "(fork of step "+strconv.Itoa(gate)+")") {
 			t.Fatalf("fork at the gate: %d %s", r.status, r.body)
 		}
+		r = b.do(t, http.MethodGet, "/api/v1/tasks/"+src.ID+"/forks", nil)
+		var forks taskList
+		r.json(t, &forks)
+		if len(forks.Tasks) != 2 || forks.Tasks[1].PendingInterrupt == nil || forks.Tasks[1].PendingInterrupt.ID != f.PendingInterrupt.ID {
+			t.Errorf("forks list: %s", r.body)
+		}
 		b.decide(t, f.ID, map[string]any{"interrupt_id": f.PendingInterrupt.ID, "action": "approve"})
 	})
 
