@@ -245,11 +245,12 @@ func (a areaCaps) key() string {
 	return fmt.Sprintf("%t|%t|%t|%s|%s|%t|%t", a.decide, a.approve, a.edit, a.notice, strings.Join(a.others, ","), a.noOther, a.usersLink)
 }
 
-// othersWhoMayApprove lists the enabled users other than creator whose
-// role and kinds let them approve kind ("ann (approver)"). A failure to
-// read the users leaves the list empty: the notice still says why the
-// viewer may not approve.
-func (d *desk) othersWhoMayApprove(ctx context.Context, kind, creator string) []string {
+// othersWhoMayApprove lists the enabled users the Decider would let
+// approve the pending interrupt of td ("ann (approver)"): the same policy
+// (roles, kinds, deciders, separation of duties) that will judge their
+// approval. A failure to read the users leaves the list empty: the notice
+// still says why the viewer may not approve.
+func (d *desk) othersWhoMayApprove(ctx context.Context, td *taskData) []string {
 	users, err := d.s.auth.Users(ctx)
 	if err != nil {
 		d.s.log.Warn("who may approve", "error", err)
@@ -257,8 +258,8 @@ func (d *desk) othersWhoMayApprove(ctx context.Context, kind, creator string) []
 	}
 	var out []string
 	for _, u := range users {
-		p := auth.Principal{Name: u.Username, Role: u.Role, Kinds: u.Kinds}
-		if u.Disabled || u.Username == creator || !p.Can(auth.RoleApprover) || !p.MayDecide(kind) {
+		p := auth.Principal{Name: u.Username, Role: u.Role, Kinds: u.Kinds, Kind: auth.KindUser, ID: u.ID}
+		if u.Disabled || d.s.decider.MayApprove(p, td.task, td.pending, td.approvals[td.pending.ID]) != nil {
 			continue
 		}
 		out = append(out, u.Username+" ("+string(u.Role)+")")
@@ -281,7 +282,7 @@ func (d *desk) capsFor(ctx context.Context, p auth.Principal, td *taskData) area
 	}
 	if err := dec.MayApprove(p, td.task, itr, td.approvals[itr.ID]); err != nil {
 		if dec.Policy().SeparateDuties(itr.Kind) && td.task.CreatedBy == p.Name {
-			others := d.othersWhoMayApprove(ctx, itr.Kind, td.task.CreatedBy)
+			others := d.othersWhoMayApprove(ctx, td)
 			return areaCaps{decide: true, notice: "You started this task, so separation of duties lets another approver, " +
 				"not you, approve its " + itr.Kind + ". You may still reject it with feedback.",
 				others: others, noOther: len(others) == 0, usersLink: p.Can(auth.RoleAdmin)}

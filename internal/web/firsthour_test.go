@@ -2,13 +2,17 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
 )
 
 // TestTokenCreationRevealsOnce: creating a token answers with a redirect;
@@ -140,5 +144,77 @@ func TestFailedLoginIsAudited(t *testing.T) {
 	if !strings.Contains(page, "Login failed") || !strings.Contains(page, "<dt>Reason</dt><dd>wrong password</dd>") ||
 		!strings.Contains(page, `type="datetime-local"`) {
 		t.Fatal("the audit page does not show the failed login in words, or has no date pickers")
+	}
+}
+
+// TestCreatorAtTheMergeSeesWhoMayApprove: the creator of a task at its
+// merge (separation of duties) is told who may approve it, by the
+// Decider's own rules: nobody yet (with the Users page for an admin and
+// the solo path), then the approver an admin added; the inbox marks the
+// merge as needing another approver.
+func TestCreatorAtTheMergeSeesWhoMayApprove(t *testing.T) {
+	t.Parallel()
+	e := newDeskEnv(t)
+	ann := e.session("ann") // an admin
+	status, h, _ := e.postAs(t, &ann, "/tasks/new", url.Values{"workflow": {"feature"},
+		"input.description": {"Dark mode."}, "gate.allowMerge": {"human"}}, postOpts{})
+	if status != http.StatusSeeOther {
+		t.Fatalf("start: %d", status)
+	}
+	id := strings.TrimPrefix(h.Get("Location"), "/tasks/")
+	e.waitPending(id, "merge")
+	_, _, page := e.getAs(t, &ann, "/tasks/"+id, nil)
+	for _, want := range []string{"You started this task, so separation of duties lets another approver",
+		"Nobody else may approve it yet", `href="/admin/users"`, "GATEHOUSE_SOD_KINDS=none make run"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the creator's merge lacks %q", want)
+		}
+	}
+	if strings.Contains(page, `name="action" value="approve"`) {
+		t.Error("the creator is offered Approve")
+	}
+	e.user("bob", auth.RoleApprover)
+	e.user("cy", auth.RoleApprover, "prd") // may not decide merges
+	_, _, page = e.getAs(t, &ann, "/tasks/"+id, nil)
+	if !strings.Contains(page, "Who may approve it: <strong>bob (approver)</strong>.") {
+		t.Error("the creator is not told that bob may approve")
+	}
+	if _, _, inbox := e.getAs(t, &ann, "/inbox", nil); !strings.Contains(inbox, "needs another approver than ann") {
+		t.Error("the inbox does not mark the merge as needing another approver")
+	}
+}
+
+// TestTaskWithoutGatesSaysSo: a finished task that never waited says it
+// had no gates, not "No decisions yet"; its deliverable comes first.
+func TestTaskWithoutGatesSaysSo(t *testing.T) {
+	t.Parallel()
+	e := newDeskEnv(t)
+	task, err := e.engine.Create(context.Background(), graph.NewTask{Workflow: feature.Name, Title: "No gates",
+		Input: json.RawMessage(`{"description":"Dark mode."}`), CreatedBy: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.run.Wake()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, err := e.store.Task(context.Background(), task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status == graph.StatusSucceeded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s", got.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ann := e.session("ann")
+	_, _, page := e.getAs(t, &ann, "/tasks/"+task.ID, nil)
+	if !strings.Contains(page, "This task had no gates") || strings.Contains(page, "No decisions yet") {
+		t.Error("a task without gates does not say so")
+	}
+	if !strings.Contains(page, `data-deliverable="merge.md"`) {
+		t.Error("no deliverable first")
 	}
 }
