@@ -1425,14 +1425,14 @@ func WebhooksView(w WebhooksPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 127, "\"><div class=\"field\"><label for=\"new-url\">URL <span class=\"optional\">https://…; loopback, private and link-local addresses are refused unless GATEHOUSE_WEBHOOK_ALLOW_PRIVATE=true</span></label> <input id=\"new-url\" name=\"url\" type=\"url\" required value=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 127, "\"><div class=\"field\"><label for=\"new-url\">URL <span class=\"optional\">https://…; loopback, private and link-local addresses are refused unless GATEHOUSE_WEBHOOK_ALLOW_PRIVATE=true</span></label> <input id=\"new-url\" name=\"url\" type=\"text\" inputmode=\"url\" required value=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var88 string
 			templ_7745c5c3_Var88, templ_7745c5c3_Err = templruntime.NewAttributeExpression(w.NewURL).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/notify.templ`, Line: 227, Col: 73}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/notify.templ`, Line: 227, Col: 90}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var88)
 			if templ_7745c5c3_Err != nil {
