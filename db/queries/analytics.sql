@@ -14,17 +14,15 @@ WHERE day >= sqlc.arg(since)::date AND day < sqlc.arg(until)::date
 GROUP BY day, kind
 ORDER BY day, kind;
 
--- AnalyticsDecisionDays: per day, kind and time-to-decision code, the
--- decisions by action and the longest time to decision.
+-- AnalyticsDecisionDays: per day and kind (one row per workflow: their
+-- histograms are summed in Go), the decisions by action, the longest time
+-- to decision, and the histogram of duration codes (hist[code + 1]).
 -- name: AnalyticsDecisionDays :many
-SELECT day, kind, code, sum(approved)::int AS approved, sum(rejected)::int AS rejected,
-       sum(edited)::int AS edited, sum(answered)::int AS answered, max(max_seconds)::float8 AS max_seconds
-FROM analytics_decisions
+SELECT day, kind, approved, rejected, edited, answered, max_seconds, hist
+FROM analytics_kind_days
 WHERE day >= sqlc.arg(since)::date AND day < sqlc.arg(until)::date
   AND (sqlc.arg(kind)::text = '' OR kind = sqlc.arg(kind)::text)
-  AND (sqlc.arg(workflow)::text = '' OR workflow = sqlc.arg(workflow)::text)
-GROUP BY day, kind, code
-ORDER BY day, kind, code;
+  AND (sqlc.arg(workflow)::text = '' OR workflow = sqlc.arg(workflow)::text);
 
 -- AnalyticsApprovals: approvals by kind and the rejections before them.
 -- name: AnalyticsApprovals :many
@@ -36,16 +34,14 @@ WHERE day >= sqlc.arg(since)::date AND day < sqlc.arg(until)::date
 GROUP BY kind, rejections
 ORDER BY kind, rejections;
 
--- AnalyticsDeciders: per decider and coarse time-to-decision code.
+-- AnalyticsDeciders: per decider, day, workflow and kind, the decisions
+-- and the histogram of one-digit duration codes (hist[code + 1]).
 -- name: AnalyticsDeciders :many
-SELECT decider, code, sum(decisions)::int AS decisions, sum(approvals)::int AS approvals,
-       sum(rejections)::int AS rejections, sum(fast)::int AS fast
-FROM analytics_deciders
+SELECT decider, decisions, approvals, rejections, fast, hist
+FROM analytics_decider_days
 WHERE day >= sqlc.arg(since)::date AND day < sqlc.arg(until)::date
   AND (sqlc.arg(kind)::text = '' OR kind = sqlc.arg(kind)::text)
-  AND (sqlc.arg(workflow)::text = '' OR workflow = sqlc.arg(workflow)::text)
-GROUP BY decider, code
-ORDER BY decider, code;
+  AND (sqlc.arg(workflow)::text = '' OR workflow = sqlc.arg(workflow)::text);
 
 -- AnalyticsPending: the interrupts pending now, by kind, the UTC day they
 -- were raised and their age band at the report's instant (0: under an

@@ -205,3 +205,15 @@ func Percentile(bins []Bin, pct int) (code int, ok bool) {
 	}
 	return bins[len(bins)-1].Code, true
 }
+
+// PercentileHist is Percentile of a dense histogram: h[code] values have
+// that code.
+func PercentileHist(h []int, pct int) (code int, ok bool) {
+	var bins []Bin
+	for c, n := range h {
+		if n > 0 {
+			bins = append(bins, Bin{Code: c, N: n})
+		}
+	}
+	return Percentile(bins, pct)
+}

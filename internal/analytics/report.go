@@ -118,7 +118,7 @@ type Input struct {
 	Interrupts []InterruptDay
 	Decisions  []DecisionDay
 	Approvals  []ApprovalCount
-	Deciders   []DeciderCode
+	Deciders   []DeciderDay
 	Pending    []PendingGroup
 }
 
@@ -130,14 +130,14 @@ type InterruptDay struct {
 	Closed, Expired, Canceled int
 }
 
-// DecisionDay: the decisions of a kind made on Day whose time to decision
-// has Code.
+// DecisionDay: the decisions of a kind made on Day (of one workflow),
+// with Hist[code] decisions per time-to-decision Code.
 type DecisionDay struct {
 	Day                                  time.Time
 	Kind                                 string
-	Code                                 int
 	Approved, Rejected, Edited, Answered int
 	MaxSeconds                           float64
+	Hist                                 []int32
 }
 
 // ApprovalCount: approvals of a kind after Rejections rejections.
@@ -146,11 +146,12 @@ type ApprovalCount struct {
 	Rejections, N int
 }
 
-// DeciderCode: a decider's decisions whose time to decision has Code1.
-type DeciderCode struct {
+// DeciderDay: a decider's decisions of a day, kind and workflow, with
+// Hist[code] decisions per time-to-decision Code1.
+type DeciderDay struct {
 	Decider                                string
-	Code                                   int
 	Decisions, Approvals, Rejections, Fast int
+	Hist                                   []int32
 }
 
 // PendingGroup: interrupts of a kind pending now, raised on Day, in an age
@@ -223,8 +224,8 @@ func Build(in Input) *Report {
 		}
 	}
 
-	kindBins := map[string][]Bin{}
-	dayBins := map[dayKind][]Bin{}
+	kindHist := map[string][]int{}
+	dayHist := map[dayKind][]int{}
 	for _, d := range in.Decisions {
 		ks := kind(d.Kind)
 		ks.Approved += d.Approved
@@ -238,24 +239,22 @@ func Build(in Input) *Report {
 		if ks.TimeToDecision.Max == nil || d.MaxSeconds > *ks.TimeToDecision.Max {
 			ks.TimeToDecision.Max = ptr(d.MaxSeconds)
 		}
-		kindBins[d.Kind] = addBin(kindBins[d.Kind], d.Code, n)
+		kindHist[d.Kind] = addHist(kindHist[d.Kind], d.Hist)
 		key := dayKind{Day(d.Day), d.Kind}
-		dayBins[key] = addBin(dayBins[key], d.Code, n)
+		dayHist[key] = addHist(dayHist[key], d.Hist)
 		dayOf(d.Day, d.Kind).Decided += n
 	}
-	for k, bins := range kindBins {
-		sortBins(bins)
+	for k, h := range kindHist {
 		ks := kinds[k]
-		if c, ok := Percentile(bins, 50); ok {
+		if c, ok := PercentileHist(h, 50); ok {
 			ks.TimeToDecision.P50 = ptr(CodeSeconds(c))
 		}
-		if c, ok := Percentile(bins, 90); ok {
+		if c, ok := PercentileHist(h, 90); ok {
 			ks.TimeToDecision.P90 = ptr(CodeSeconds(c))
 		}
 	}
-	for key, bins := range dayBins {
-		sortBins(bins)
-		if c, ok := Percentile(bins, 50); ok {
+	for key, h := range dayHist {
+		if c, ok := PercentileHist(h, 50); ok {
 			days[key].P50Seconds = ptr(CodeSeconds(c))
 		}
 	}
@@ -268,7 +267,7 @@ func Build(in Input) *Report {
 	}
 
 	deciders := map[string]*DeciderStats{}
-	deciderBins := map[string][]Bin{}
+	deciderHist := map[string][]int{}
 	for _, d := range in.Deciders {
 		ds, ok := deciders[d.Decider]
 		if !ok {
@@ -279,12 +278,10 @@ func Build(in Input) *Report {
 		ds.Approvals += d.Approvals
 		ds.Rejections += d.Rejections
 		ds.FastDecisions += d.Fast
-		deciderBins[d.Decider] = addBin(deciderBins[d.Decider], d.Code, d.Decisions)
+		deciderHist[d.Decider] = addHist(deciderHist[d.Decider], d.Hist)
 	}
 	for name, ds := range deciders {
-		bins := deciderBins[name]
-		sortBins(bins)
-		if c, ok := Percentile(bins, 50); ok {
+		if c, ok := PercentileHist(deciderHist[name], 50); ok {
 			ds.MedianSeconds = ptr(Code1Seconds(c))
 		}
 		r.Deciders = append(r.Deciders, *ds)
@@ -321,18 +318,15 @@ func (r *Report) EmptyPeriod() bool {
 	return len(r.Deciders) == 0
 }
 
-func addBin(bins []Bin, code, n int) []Bin {
-	for i := range bins {
-		if bins[i].Code == code {
-			bins[i].N += n
-			return bins
-		}
+// addHist adds histogram h (h[code] values per code) into sum.
+func addHist(sum []int, h []int32) []int {
+	if len(sum) < len(h) {
+		sum = append(sum, make([]int, len(h)-len(sum))...)
 	}
-	return append(bins, Bin{Code: code, N: n})
-}
-
-func sortBins(bins []Bin) {
-	slices.SortFunc(bins, func(a, b Bin) int { return cmp.Compare(a.Code, b.Code) })
+	for i, n := range h {
+		sum[i] += int(n)
+	}
+	return sum
 }
 
 func ptr[T any](v T) *T { return &v }

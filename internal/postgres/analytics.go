@@ -51,9 +51,9 @@ func (s *Store) Analytics(ctx context.Context, f analytics.Filter) (*analytics.R
 			Kind: f.Kind, Workflow: f.Workflow})
 		in.Decisions = make([]analytics.DecisionDay, 0, len(rows))
 		for _, r := range rows {
-			in.Decisions = append(in.Decisions, analytics.DecisionDay{Day: r.Day, Kind: r.Kind, Code: int(r.Code),
+			in.Decisions = append(in.Decisions, analytics.DecisionDay{Day: r.Day, Kind: r.Kind,
 				Approved: int(r.Approved), Rejected: int(r.Rejected), Edited: int(r.Edited), Answered: int(r.Answered),
-				MaxSeconds: r.MaxSeconds})
+				MaxSeconds: r.MaxSeconds, Hist: r.Hist})
 		}
 		return err
 	})
@@ -69,8 +69,9 @@ func (s *Store) Analytics(ctx context.Context, f analytics.Filter) (*analytics.R
 		rows, err := s.q.AnalyticsDeciders(ctx, dbsqlc.AnalyticsDecidersParams{Since: since, Until: until,
 			Kind: f.Kind, Workflow: f.Workflow})
 		for _, r := range rows {
-			in.Deciders = append(in.Deciders, analytics.DeciderCode{Decider: r.Decider, Code: int(r.Code),
-				Decisions: int(r.Decisions), Approvals: int(r.Approvals), Rejections: int(r.Rejections), Fast: int(r.Fast)})
+			in.Deciders = append(in.Deciders, analytics.DeciderDay{Decider: r.Decider,
+				Decisions: int(r.Decisions), Approvals: int(r.Approvals), Rejections: int(r.Rejections), Fast: int(r.Fast),
+				Hist: r.Hist})
 		}
 		return err
 	})

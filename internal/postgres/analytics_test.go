@@ -116,9 +116,9 @@ func TestAnalyticsExact(t *testing.T) {
 			var s string
 			err := pool.QueryRow(ctx, `SELECT concat_ws('|',
 				(SELECT string_agg(format('%s', a), ',' ORDER BY a::text) FROM analytics_interrupts a),
-				(SELECT string_agg(format('%s', a), ',' ORDER BY a::text) FROM analytics_decisions a),
+				(SELECT string_agg(format('%s', a), ',' ORDER BY a::text) FROM analytics_kind_days a),
 				(SELECT string_agg(format('%s', a), ',' ORDER BY a::text) FROM analytics_approvals a),
-				(SELECT string_agg(format('%s', a), ',' ORDER BY a::text) FROM analytics_deciders a))`).Scan(&s)
+				(SELECT string_agg(format('%s', a), ',' ORDER BY a::text) FROM analytics_decider_days a))`).Scan(&s)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -27,7 +27,7 @@ func BenchmarkAnalytics90Days(b *testing.B) {
 	}
 	b.Logf("loaded %+v in %v", st, time.Since(start).Round(time.Millisecond))
 	var rollup int
-	if err := e.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM analytics_decisions) + (SELECT count(*) FROM analytics_deciders)
+	if err := e.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM analytics_kind_days) + (SELECT count(*) FROM analytics_decider_days)
 		+ (SELECT count(*) FROM analytics_interrupts) + (SELECT count(*) FROM analytics_approvals)`).Scan(&rollup); err != nil {
 		b.Fatal(err)
 	}

@@ -135,14 +135,11 @@ func (q *Queries) AnalyticsClosedList(ctx context.Context, arg AnalyticsClosedLi
 }
 
 const analyticsDeciders = `-- name: AnalyticsDeciders :many
-SELECT decider, code, sum(decisions)::int AS decisions, sum(approvals)::int AS approvals,
-       sum(rejections)::int AS rejections, sum(fast)::int AS fast
-FROM analytics_deciders
+SELECT decider, decisions, approvals, rejections, fast, hist
+FROM analytics_decider_days
 WHERE day >= $1::date AND day < $2::date
   AND ($3::text = '' OR kind = $3::text)
   AND ($4::text = '' OR workflow = $4::text)
-GROUP BY decider, code
-ORDER BY decider, code
 `
 
 type AnalyticsDecidersParams struct {
@@ -154,14 +151,15 @@ type AnalyticsDecidersParams struct {
 
 type AnalyticsDecidersRow struct {
 	Decider    string
-	Code       int16
 	Decisions  int32
 	Approvals  int32
 	Rejections int32
 	Fast       int32
+	Hist       []int32
 }
 
-// AnalyticsDeciders: per decider and coarse time-to-decision code.
+// AnalyticsDeciders: per decider, day, workflow and kind, the decisions
+// and the histogram of one-digit duration codes (hist[code + 1]).
 func (q *Queries) AnalyticsDeciders(ctx context.Context, arg AnalyticsDecidersParams) ([]AnalyticsDecidersRow, error) {
 	rows, err := q.db.Query(ctx, analyticsDeciders,
 		arg.Since,
@@ -178,11 +176,11 @@ func (q *Queries) AnalyticsDeciders(ctx context.Context, arg AnalyticsDecidersPa
 		var i AnalyticsDecidersRow
 		if err := rows.Scan(
 			&i.Decider,
-			&i.Code,
 			&i.Decisions,
 			&i.Approvals,
 			&i.Rejections,
 			&i.Fast,
+			&i.Hist,
 		); err != nil {
 			return nil, err
 		}
@@ -195,14 +193,11 @@ func (q *Queries) AnalyticsDeciders(ctx context.Context, arg AnalyticsDecidersPa
 }
 
 const analyticsDecisionDays = `-- name: AnalyticsDecisionDays :many
-SELECT day, kind, code, sum(approved)::int AS approved, sum(rejected)::int AS rejected,
-       sum(edited)::int AS edited, sum(answered)::int AS answered, max(max_seconds)::float8 AS max_seconds
-FROM analytics_decisions
+SELECT day, kind, approved, rejected, edited, answered, max_seconds, hist
+FROM analytics_kind_days
 WHERE day >= $1::date AND day < $2::date
   AND ($3::text = '' OR kind = $3::text)
   AND ($4::text = '' OR workflow = $4::text)
-GROUP BY day, kind, code
-ORDER BY day, kind, code
 `
 
 type AnalyticsDecisionDaysParams struct {
@@ -215,16 +210,17 @@ type AnalyticsDecisionDaysParams struct {
 type AnalyticsDecisionDaysRow struct {
 	Day        time.Time
 	Kind       string
-	Code       int16
 	Approved   int32
 	Rejected   int32
 	Edited     int32
 	Answered   int32
 	MaxSeconds float64
+	Hist       []int32
 }
 
-// AnalyticsDecisionDays: per day, kind and time-to-decision code, the
-// decisions by action and the longest time to decision.
+// AnalyticsDecisionDays: per day and kind (one row per workflow: their
+// histograms are summed in Go), the decisions by action, the longest time
+// to decision, and the histogram of duration codes (hist[code + 1]).
 func (q *Queries) AnalyticsDecisionDays(ctx context.Context, arg AnalyticsDecisionDaysParams) ([]AnalyticsDecisionDaysRow, error) {
 	rows, err := q.db.Query(ctx, analyticsDecisionDays,
 		arg.Since,
@@ -242,12 +238,12 @@ func (q *Queries) AnalyticsDecisionDays(ctx context.Context, arg AnalyticsDecisi
 		if err := rows.Scan(
 			&i.Day,
 			&i.Kind,
-			&i.Code,
 			&i.Approved,
 			&i.Rejected,
 			&i.Edited,
 			&i.Answered,
 			&i.MaxSeconds,
+			&i.Hist,
 		); err != nil {
 			return nil, err
 		}

@@ -30,28 +30,16 @@ type AnalyticsApproval struct {
 	N          int32
 }
 
-type AnalyticsDecider struct {
+type AnalyticsDeciderDay struct {
 	Day        time.Time
 	Workflow   string
 	Kind       string
 	Decider    string
-	Code       int16
 	Decisions  int32
 	Approvals  int32
 	Rejections int32
 	Fast       int32
-}
-
-type AnalyticsDecision struct {
-	Day        time.Time
-	Workflow   string
-	Kind       string
-	Code       int16
-	Approved   int32
-	Rejected   int32
-	Edited     int32
-	Answered   int32
-	MaxSeconds float64
+	Hist       []int32
 }
 
 type AnalyticsInterrupt struct {
@@ -61,6 +49,18 @@ type AnalyticsInterrupt struct {
 	Closed    int32
 	Expired   int32
 	Cancelled int32
+}
+
+type AnalyticsKindDay struct {
+	Day        time.Time
+	Workflow   string
+	Kind       string
+	Approved   int32
+	Rejected   int32
+	Edited     int32
+	Answered   int32
+	MaxSeconds float64
+	Hist       []int32
 }
 
 type ApiToken struct {
