@@ -285,6 +285,6 @@ func Load(ctx context.Context, pool *pgxpool.Pool, n, days, pendingN int, now ti
 	if err := tx.Commit(ctx); err != nil {
 		return st, err
 	}
-	_, err = conn.Exec(ctx, `VACUUM ANALYZE`)
+	_, err = conn.Exec(ctx, `ANALYZE`)
 	return st, err
 }
