@@ -74,6 +74,7 @@ END {
 	fig["BenchmarkDeskLiveFanout|p99_ms"] = "BENCH desk_live_p99_ms_1k_sockets"
 	fig["BenchmarkDeskLiveFanout|B/conn"] = "BENCH desk_live_bytes_per_idle_socket"
 	fig["BenchmarkDeskLiveFanout|B/conn_over_bare"] = "BENCH desk_live_bytes_per_idle_socket_over_bare"
+	fig["BenchmarkDeskDiff10kLines|ms/diff"] = "BENCH desk_diff_10k_lines_ms"
 	fig["BenchmarkScale/dashboard|p95_ms"] = "BENCH scale_1m_dashboard_p95_ms"
 	fig["BenchmarkScale/inbox_first|p95_ms"] = "BENCH scale_1m_inbox_first_page_p95_ms"
 	fig["BenchmarkScale/inbox_last|p95_ms"] = "BENCH scale_1m_inbox_last_page_p95_ms"

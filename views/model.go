@@ -410,6 +410,15 @@ type DiffLine struct {
 	Op       string // "=", "+", "-"
 	Text     string
 	Old, New int // line numbers, 0 when absent
+	// Segs, when set, is Text in segments, the words changed against the
+	// line it replaced (or that replaced it) marked.
+	Segs []DiffSeg
+}
+
+// DiffSeg is a part of a changed line.
+type DiffSeg struct {
+	Text    string
+	Changed bool
 }
 
 // InterruptView is the decision area of the task page.

@@ -2,23 +2,34 @@ package web
 
 import (
 	"strings"
+	"time"
+	"unicode"
+
+	"github.com/sergi/go-diff/diffmatchpatch"
 
 	"github.com/gatehousehq/gatehouse/views"
 )
 
-// Diff limits: the table of the longest common subsequence holds at most
-// maxDiffCells entries; a bigger middle (after the common head and tail are
-// set aside) is shown as replaced whole.
+// diffContext is the number of unchanged lines shown around a change.
+const diffContext = 3
+
+// Word marks: only in change blocks of at most maxWordPairs line pairs and
+// lines of at most maxWordLine bytes, so that a rewritten document costs
+// no more than its line diff.
 const (
-	maxDiffCells = 4 << 20
-	diffContext  = 3
+	maxWordPairs = 200
+	maxWordLine  = 2000
 )
 
-// lineDiff compares two texts line by line (longest common subsequence)
-// and groups the changes in hunks with diffContext lines of context.
+// diffTimeout bounds the Myers search: past it the library returns a valid
+// but not minimal diff rather than hold the page.
+const diffTimeout = 200 * time.Millisecond
+
+// lineDiff compares two texts line by line (Myers, github.com/sergi/go-diff),
+// marks the changed words inside changed lines, and groups the changes in
+// hunks with diffContext lines of context.
 func lineDiff(a, b string) views.Diff {
-	al, bl := splitLines(a), splitLines(b)
-	ops := diffOps(al, bl)
+	ops := diffOps(a, b)
 	var d views.Diff
 	for _, op := range ops {
 		switch op.Op {
@@ -29,84 +40,155 @@ func lineDiff(a, b string) views.Diff {
 		}
 	}
 	d.Same = d.Added == 0 && d.Removed == 0
+	markWords(ops)
 	d.Hunks = hunks(ops, diffContext)
 	return d
 }
 
-func splitLines(s string) []string {
+// lines splits s as the diff counts lines: a final newline ends the last
+// line rather than starting an empty one.
+func lines(s string) []string {
 	if s == "" {
 		return nil
 	}
-	s = strings.TrimSuffix(s, "\n")
-	return strings.Split(s, "\n")
+	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
 }
 
 // diffOps is the edit script from a to b, every line of both in order.
-func diffOps(a, b []string) []views.DiffLine {
-	// Common head and tail first: most revisions change little.
-	head := 0
-	for head < len(a) && head < len(b) && a[head] == b[head] {
-		head++
-	}
-	tail := 0
-	for tail < len(a)-head && tail < len(b)-head && a[len(a)-1-tail] == b[len(b)-1-tail] {
-		tail++
-	}
-	out := make([]views.DiffLine, 0, len(a)+len(b))
-	for i := 0; i < head; i++ {
-		out = append(out, views.DiffLine{Op: "=", Text: a[i], Old: i + 1, New: i + 1})
-	}
-	ma, mb := a[head:len(a)-tail], b[head:len(b)-tail]
-	out = append(out, middleOps(ma, mb, head)...)
-	for i := 0; i < tail; i++ {
-		ia, ib := len(a)-tail+i, len(b)-tail+i
-		out = append(out, views.DiffLine{Op: "=", Text: a[ia], Old: ia + 1, New: ib + 1})
-	}
-	return out
-}
-
-// middleOps diffs the differing middle; off is the number of lines before it.
-func middleOps(a, b []string, off int) []views.DiffLine {
-	n, m := len(a), len(b)
-	var out []views.DiffLine
-	if n*m > maxDiffCells {
-		for i, l := range a {
-			out = append(out, views.DiffLine{Op: "-", Text: l, Old: off + i + 1})
-		}
-		for j, l := range b {
-			out = append(out, views.DiffLine{Op: "+", Text: l, New: off + j + 1})
-		}
-		return out
-	}
-	// lcs[i][j] is the LCS length of a[i:] and b[j:], in one flat slice.
-	w := m + 1
-	lcs := make([]int32, (n+1)*w)
-	for i := n - 1; i >= 0; i-- {
-		for j := m - 1; j >= 0; j-- {
-			if a[i] == b[j] {
-				lcs[i*w+j] = lcs[(i+1)*w+j+1] + 1
-			} else {
-				lcs[i*w+j] = max(lcs[(i+1)*w+j], lcs[i*w+j+1])
+func diffOps(a, b string) []views.DiffLine {
+	dmp := diffmatchpatch.New()
+	dmp.DiffTimeout = diffTimeout
+	// Each line ends with a newline, the last one too, so that a missing
+	// final newline does not make the last line differ.
+	ra, rb, table := dmp.DiffLinesToRunes(terminated(a), terminated(b))
+	diffs := dmp.DiffCharsToLines(dmp.DiffMainRunes(ra, rb, false), table)
+	out := make([]views.DiffLine, 0, len(diffs)*2)
+	old, cur := 1, 1
+	for _, df := range diffs {
+		for _, l := range lines(df.Text) {
+			switch df.Type {
+			case diffmatchpatch.DiffEqual:
+				out = append(out, views.DiffLine{Op: "=", Text: l, Old: old, New: cur})
+				old++
+				cur++
+			case diffmatchpatch.DiffDelete:
+				out = append(out, views.DiffLine{Op: "-", Text: l, Old: old})
+				old++
+			case diffmatchpatch.DiffInsert:
+				out = append(out, views.DiffLine{Op: "+", Text: l, New: cur})
+				cur++
 			}
-		}
-	}
-	i, j := 0, 0
-	for i < n || j < m {
-		switch {
-		case i < n && j < m && a[i] == b[j]:
-			out = append(out, views.DiffLine{Op: "=", Text: a[i], Old: off + i + 1, New: off + j + 1})
-			i++
-			j++
-		case j < m && (i == n || lcs[i*w+j+1] >= lcs[(i+1)*w+j]):
-			out = append(out, views.DiffLine{Op: "+", Text: b[j], New: off + j + 1})
-			j++
-		default:
-			out = append(out, views.DiffLine{Op: "-", Text: a[i], Old: off + i + 1})
-			i++
 		}
 	}
 	// Removals read better before the additions they pair with.
 	return regroup(out)
+}
+
+func terminated(s string) string {
+	if s == "" || strings.HasSuffix(s, "\n") {
+		return s
+	}
+	return s + "\n"
+}
+
+// markWords pairs, in each block of changes, the i-th removed line with the
+// i-th added one and marks the words that differ between them.
+func markWords(ops []views.DiffLine) {
+	for i := 0; i < len(ops); {
+		if ops[i].Op != "-" {
+			i++
+			continue
+		}
+		del := i
+		for i < len(ops) && ops[i].Op == "-" {
+			i++
+		}
+		add := i
+		for i < len(ops) && ops[i].Op == "+" {
+			i++
+		}
+		pairs := min(add-del, i-add)
+		if pairs > maxWordPairs {
+			continue
+		}
+		for k := range pairs {
+			o, n := &ops[del+k], &ops[add+k]
+			if len(o.Text) > maxWordLine || len(n.Text) > maxWordLine {
+				continue
+			}
+			o.Segs, n.Segs = wordDiff(o.Text, n.Text)
+		}
+	}
+}
+
+// wordDiff splits two versions of a line into segments, those that
+// differ marked. Lines with nothing in common are left unmarked: the
+// whole line changed, and marking all of it says nothing more.
+func wordDiff(a, b string) (sa, sb []views.DiffSeg) {
+	ta, tb := words(a), words(b)
+	dmp := diffmatchpatch.New()
+	dmp.DiffTimeout = diffTimeout
+	// One token a "line": tokens hold no newline.
+	ra, rb, table := dmp.DiffLinesToRunes(strings.Join(ta, "\n")+"\n", strings.Join(tb, "\n")+"\n")
+	diffs := dmp.DiffCharsToLines(dmp.DiffMainRunes(ra, rb, false), table)
+	same := false
+	for _, df := range diffs {
+		text := strings.ReplaceAll(strings.TrimSuffix(df.Text, "\n"), "\n", "")
+		if text == "" {
+			continue
+		}
+		switch df.Type {
+		case diffmatchpatch.DiffEqual:
+			same = same || strings.TrimSpace(text) != ""
+			sa = appendSeg(sa, text, false)
+			sb = appendSeg(sb, text, false)
+		case diffmatchpatch.DiffDelete:
+			sa = appendSeg(sa, text, true)
+		case diffmatchpatch.DiffInsert:
+			sb = appendSeg(sb, text, true)
+		}
+	}
+	if !same {
+		return nil, nil
+	}
+	return sa, sb
+}
+
+func appendSeg(segs []views.DiffSeg, text string, changed bool) []views.DiffSeg {
+	if n := len(segs); n > 0 && segs[n-1].Changed == changed {
+		segs[n-1].Text += text
+		return segs
+	}
+	return append(segs, views.DiffSeg{Text: text, Changed: changed})
+}
+
+// words splits a line into words, runs of spaces and single punctuation
+// marks; joined, they are the line.
+func words(s string) []string {
+	var out []string
+	start := 0
+	kind := func(r rune) int {
+		switch {
+		case unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_':
+			return 1
+		case unicode.IsSpace(r):
+			return 2
+		}
+		return 3
+	}
+	prev := 0
+	for i, r := range s {
+		k := kind(r)
+		if i > start && (k != prev || k == 3) {
+			out = append(out, s[start:i])
+			start = i
+		}
+		prev = k
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
 }
 
 // regroup orders each run of changed lines as removals then additions.
