@@ -39,8 +39,14 @@ type stack struct {
 	base  string // http://host:port/langgraph
 }
 
-func setup(t *testing.T) *stack {
+// setup starts the stack; policy, when given, is the approval policy
+// (default: none).
+func setup(t *testing.T, policy ...auth.Policy) *stack {
 	t.Helper()
+	pol := auth.NewPolicy(nil, nil)
+	if len(policy) > 0 {
+		pol = policy[0]
+	}
 	url := pgtest.NewDB(t)
 	pool, err := pgxpool.New(context.Background(), url)
 	if err != nil {
@@ -72,7 +78,7 @@ func setup(t *testing.T) *stack {
 	r.Start()
 	authSvc := auth.NewService(auth.Config{Store: store, BootstrapToken: testToken})
 	srv := web.New(web.Deps{Engine: e, Store: store, Hub: hub, Wake: r.Wake, Handoff: r.Handoff, Auth: authSvc,
-		Decider: auth.NewDecider(e, store, auth.NewPolicy(nil, nil), nil), CORSOrigins: []string{allowOrigin},
+		Decider: auth.NewDecider(e, store, pol, nil), CORSOrigins: []string{allowOrigin},
 		Ready: func(context.Context) error { return nil }})
 	addr, err := srv.Start("127.0.0.1:0")
 	if err != nil {

@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/langgraph"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
 )
@@ -129,5 +132,101 @@ func TestNativeTaskIsAThread(t *testing.T) {
 	th = s.waitStatus(t, task.ID, "interrupted")
 	if itrs, _ := th["interrupts"].(map[string]any); itrs["plan"] == nil {
 		t.Fatalf("after accept the task waits at %v, want plan", itrs)
+	}
+}
+
+// A resume is decided by the one Decider under the one policy: separation
+// of duties refuses the creator's approval through /langgraph as on the
+// desk, and changes nothing; a rejection with feedback stays open to them.
+func TestResumeGoesThroughTheDecider(t *testing.T) {
+	t.Parallel()
+	s := setup(t, auth.NewPolicy(nil, []string{"prd"}))
+	thread := s.newThread(t)
+	if r := s.do(t, http.MethodPost, "/threads/"+thread+"/runs", gated("Separation of duties")); r.status != http.StatusOK {
+		t.Fatalf("start: %d %s", r.status, r.body)
+	}
+	s.waitStatus(t, thread, "interrupted")
+	before := s.counts(t)
+	r := s.do(t, http.MethodPost, "/threads/"+thread+"/runs", map[string]any{"assistant_id": "feature",
+		"command": map[string]any{"resume": []any{map[string]any{"type": "accept"}}}})
+	if r.status != http.StatusForbidden || !strings.Contains(strings.ToLower(r.detail(t)), "separation of duties") {
+		t.Fatalf("the creator's accept: %d %s", r.status, r.body)
+	}
+	if after := s.counts(t); !maps.Equal(after, before) {
+		t.Fatalf("a refused resume changed rows: %v → %v", before, after)
+	}
+	r = s.do(t, http.MethodPost, "/threads/"+thread+"/runs/wait", map[string]any{"assistant_id": "feature",
+		"command": map[string]any{"resume": map[string]any{"type": "response", "args": "Say who may export"}}})
+	if r.status != http.StatusOK {
+		t.Fatalf("the creator's rejection: %d %s", r.status, r.body)
+	}
+	var th map[string]any
+	s.do(t, http.MethodGet, "/threads/"+thread, nil).decode(t, &th)
+	itrs, _ := th["interrupts"].(map[string]any)
+	list, _ := itrs["requirements"].([]any)
+	if len(list) != 1 || !strings.Contains(fmt.Sprint(list[0]), "Say who may export") {
+		t.Fatalf("after the rejection: %v", th["interrupts"])
+	}
+
+	// Mark as resolved: the task is cancelled and its timeline says by whom.
+	r = s.do(t, http.MethodPost, "/threads/"+thread+"/state", map[string]any{"values": nil, "as_node": "__end__"})
+	if r.status != http.StatusOK || len(r.body) == 0 {
+		t.Fatalf("resolve: %d %s", r.status, r.body)
+	}
+	s.waitStatus(t, thread, "idle")
+	var reason string
+	if err := s.pool.QueryRow(t.Context(), `SELECT data->>'reason' FROM task_events WHERE task_id = $1 AND type = 'task.cancelled'`,
+		thread).Scan(&reason); err != nil {
+		t.Fatal(err)
+	}
+	if reason != "resolved by bootstrap" {
+		t.Fatalf("task.cancelled reason %q", reason)
+	}
+}
+
+// On a kind that needs two approvers, the first accept is one approval:
+// its run ends where it began and the thread still waits; the second
+// approver's accept moves the task on.
+func TestTwoApprovers(t *testing.T) {
+	t.Parallel()
+	s := setup(t, auth.NewPolicy(map[string]int{"prd": 2}, nil))
+	second, _, err := s.auth.CreateToken(t.Context(), "test", "lg-second", auth.RoleApprover)
+	if err != nil {
+		t.Fatal(err)
+	}
+	thread := s.newThread(t)
+	if r := s.do(t, http.MethodPost, "/threads/"+thread+"/runs", gated("Two approvers")); r.status != http.StatusOK {
+		t.Fatalf("start: %d %s", r.status, r.body)
+	}
+	s.waitStatus(t, thread, "interrupted")
+	accept := map[string]any{"assistant_id": "feature", "command": map[string]any{"resume": []any{map[string]any{"type": "accept"}}}}
+	r := s.do(t, http.MethodPost, "/threads/"+thread+"/runs/stream", accept)
+	evs, _ := parseSSE(t, r.body)
+	if len(evs) != 3 || evs[0].event != "metadata" || evs[1].event != "values" || !strings.Contains(evs[1].data[0], "__interrupt__") ||
+		evs[2].event != "end" {
+		t.Fatalf("one approval of two streamed %+v", evs)
+	}
+	var th map[string]any
+	s.do(t, http.MethodGet, "/threads/"+thread, nil).decode(t, &th)
+	if itrs, _ := th["interrupts"].(map[string]any); th["status"] != "interrupted" || itrs["requirements"] == nil {
+		t.Fatalf("after one approval: %v %v", th["status"], th["interrupts"])
+	}
+	r = s.do(t, http.MethodPost, "/threads/"+thread+"/runs/wait", accept, "x-api-key", second)
+	if r.status != http.StatusOK {
+		t.Fatalf("second approval: %d %s", r.status, r.body)
+	}
+	th = s.waitStatus(t, thread, "interrupted")
+	if itrs, _ := th["interrupts"].(map[string]any); itrs["plan"] == nil {
+		t.Fatalf("after two approvals the task waits at %v, want plan", th["interrupts"])
+	}
+	var runs []map[string]any
+	s.do(t, http.MethodGet, "/threads/"+thread+"/runs", nil).decode(t, &runs)
+	if len(runs) != 3 {
+		t.Fatalf("runs: %v", runs)
+	}
+	for _, run := range runs {
+		if run["status"] != "success" {
+			t.Fatalf("run %v is %v", run["run_id"], run["status"])
+		}
 	}
 }

@@ -662,7 +662,8 @@ func timelineItem(ev *graph.Event) views.TimelineItem {
 	case graph.EventTaskFailed:
 		it.Summary, it.Tone, it.Quote = "Task failed", "bad", str("error")
 	case graph.EventTaskCancelled:
-		it.Summary, it.Tone, it.Who = "Task cancelled", "bad", str("cancelled_by")
+		// reason: "resolved by alice" when a LangGraph client marked it resolved.
+		it.Summary, it.Tone, it.Who, it.Quote = "Task cancelled", "bad", str("cancelled_by"), str("reason")
 	case graph.EventTaskRetried:
 		it.Summary, it.Who = "Task retried", str("retried_by")
 	case graph.EventArtifactCreated:
