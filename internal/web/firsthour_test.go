@@ -105,6 +105,9 @@ func TestPasswordChangeInTheDesk(t *testing.T) {
 	}
 
 	ann := e.session("ann")
+	if _, _, users := e.getAs(t, &ann, "/admin/users", nil); !strings.Contains(users, `data-confirm="Disable vic? Their sessions end at once."`) {
+		t.Error("Disable does not ask for confirmation")
+	}
 	status, h, _ = e.postAs(t, &ann, "/admin/users/vic", url.Values{"op": {"passwd"}, "password": {"reset by ann"}}, postOpts{})
 	if _, _, page := e.follow(t, &ann, h); status != http.StatusSeeOther || !strings.Contains(page, "vic&#39;s password is reset") {
 		t.Fatalf("admin reset: %d", status)
