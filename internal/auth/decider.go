@@ -19,6 +19,13 @@ type DecisionEngine interface {
 	DecideInterrupt(ctx context.Context, taskID string, itr *graph.Interrupt, in graph.DecisionInput) (*graph.Decision, error)
 }
 
+// decidableChecker is an engine that tells, without writing, whether a
+// decision on itr could be applied under the running definition of the
+// task's workflow (graph.Engine.Decidable).
+type decidableChecker interface {
+	Decidable(ctx context.Context, task *graph.Task, itr *graph.Interrupt) error
+}
+
 // DecisionStore is what the Decider reads and writes besides the engine.
 type DecisionStore interface {
 	Task(ctx context.Context, taskID string) (*graph.Task, error)
@@ -210,6 +217,13 @@ func (d *Decider) decide(ctx context.Context, p Principal, taskID string, s *Sub
 			itr.Kind, out.Required))
 	}
 	if out.Required > 1 && in.Action == graph.ActionApprove {
+		// Before an approval is recorded: an interrupt whose node the
+		// running definition no longer has can never be decided.
+		if c, ok := d.engine.(decidableChecker); ok {
+			if err := c.Decidable(ctx, task, itr); err != nil {
+				return out, err
+			}
+		}
 		if itr.Status != graph.InterruptPending {
 			return out, &graph.ConflictError{InterruptID: itr.ID, Status: itr.Status}
 		}

@@ -121,6 +121,13 @@ func (e *Engine) decide(ctx context.Context, taskID string, itr *Interrupt, in D
 	return d, nil
 }
 
+// Decidable reports whether a decision on itr, an interrupt of task,
+// could be applied under the running definition of the task's workflow.
+// Errors: *NodeGoneError, *UnknownWorkflowError.
+func (e *Engine) Decidable(ctx context.Context, task *Task, itr *Interrupt) error {
+	return e.decidable(ctx, itr.TaskID, itr, task)
+}
+
 // decidable refuses a decision on an interrupt whose node the running
 // definition of the task's workflow no longer has (or no longer gates):
 // applying it would leave the task nowhere to go. t is the task if the

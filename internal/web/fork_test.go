@@ -210,10 +210,14 @@ func TestForkAPI(t *testing.T) {
 
 // serverOver is a second server over b's database with another engine: a
 // replica that runs another build of the workflows.
-func (b *bundle) serverOver(t *testing.T, engine *graph.Engine) string {
+func (b *bundle) serverOver(t *testing.T, engine *graph.Engine, policy ...auth.Policy) string {
 	t.Helper()
+	p := auth.NewPolicy(nil, nil)
+	if len(policy) > 0 {
+		p = policy[0]
+	}
 	srv := New(Deps{Engine: engine, Store: b.store, Hub: b.hub, BootstrapToken: testToken,
-		Decider: auth.NewDecider(engine, b.store, auth.NewPolicy(nil, nil), nil), Version: "test"})
+		Decider: auth.NewDecider(engine, b.store, p, nil), Version: "test"})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -259,6 +263,14 @@ func TestDefinitionChanged(t *testing.T) {
 	}
 	if b.fingerprint(t) != fp {
 		t.Error("the refused decision changed the database")
+	}
+	// Where a review needs two approvers, the first approval is refused
+	// too, before it is recorded.
+	two := b.serverOver(t, v2, auth.NewPolicy(map[string]int{"review": 2}, nil))
+	r = at(two).do(t, http.MethodPost, "/api/v1/tasks/"+task.ID+"/decisions", map[string]any{
+		"interrupt_id": out.Interrupt.ID, "action": "approve"})
+	if r.status != http.StatusConflict || b.count(t, "approvals") != 0 || b.fingerprint(t) != fp {
+		t.Errorf("first of two approvals on the removed node: %d %s, %d approvals recorded", r.status, r.body, b.count(t, "approvals"))
 	}
 	// A fork from the step before the removed node runs under v2 …
 	r = at(cur).do(t, http.MethodPost, "/api/v1/tasks/"+task.ID+"/fork", map[string]any{"step": 1})
