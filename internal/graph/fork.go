@@ -119,6 +119,8 @@ func (e *Engine) Fork(ctx context.Context, req ForkRequest) (*Task, error) {
 	if fcp.Iterations == nil {
 		fcp.Iterations = map[string]int{}
 	}
+	// The node runs the fork starts with, for its page's graph.
+	data["iterations"] = maps.Clone(fcp.Iterations)
 	c := &Commit{TaskID: id, Create: t, Status: StatusQueued, CurrentNode: t.CurrentNode, Reason: "fork",
 		Checkpoint: fcp, Events: []Event{newEvent(id, EventTaskForked, "", 0, now, nil, data)}}
 	if itr != nil {

@@ -84,6 +84,12 @@ func TestDeskRerunFromHere(t *testing.T) {
 	if got := eval[string](b, `document.querySelector("[data-fork-source]").dataset.forkSource`); got != src {
 		t.Errorf("the fork links to %q, want %s", got, src)
 	}
+	// The runs before the fork point are the source's: drawn as done.
+	for _, n := range []string{"analyze", "validate_spec_analyze"} {
+		if got := eval[string](b, `document.querySelector('#graph [data-node="`+n+`"]').dataset.status`); got != "done" {
+			t.Errorf("the fork's graph draws %s as %s, want done", n, got)
+		}
+	}
 	if got := b.text("#task-head h1"); got != "Parquet instead" {
 		t.Errorf("fork title %q", got)
 	}

@@ -257,6 +257,20 @@ func nodeRuns(td *taskData) map[string]nodeRun {
 	runs := map[string]nodeRun{}
 	open := map[string]bool{}
 	for _, ev := range td.events {
+		if ev.Type == graph.EventTaskForked {
+			// A fork starts with the runs of its source up to the fork
+			// point: the event carries them.
+			var f struct {
+				Iterations map[string]int `json:"iterations"`
+			}
+			_ = json.Unmarshal(ev.Data, &f)
+			for name, n := range f.Iterations {
+				if n > 0 {
+					runs[name] = nodeRun{Status: "done", Iteration: n}
+				}
+			}
+			continue
+		}
 		if ev.Node == "" {
 			continue
 		}
