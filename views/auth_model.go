@@ -106,3 +106,21 @@ type AuditRow struct {
 type AuditField struct {
 	Label, Value string
 }
+
+// PolicyPage is the effective approval policy.
+type PolicyPage struct {
+	Page
+	Source string
+	YAML   string
+	Kinds  []PolicyKind
+	Groups []PolicyGroup
+}
+
+// PolicyKind is one kind's row.
+type PolicyKind struct {
+	Kind, CreatorMay, Deciders, Deadline, OnTimeout, Reminders, Escalate string
+	Approvals                                                            int
+}
+
+// PolicyGroup is a group and its members.
+type PolicyGroup struct{ Name, Members string }

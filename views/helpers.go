@@ -1,6 +1,7 @@
 package views
 
 import (
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -174,3 +175,21 @@ func avValue(follows bool) string {
 }
 
 func joinComma(list []string) string { return strings.Join(list, ", ") }
+
+// inboxURL is the inbox with a kind and the work-queue filters.
+func inboxURL(kind, claim string, overdue bool) string {
+	v := url.Values{}
+	if kind != "" {
+		v.Set("kind", kind)
+	}
+	if claim != "" {
+		v.Set("claim", claim)
+	}
+	if overdue {
+		v.Set("overdue", "1")
+	}
+	if len(v) == 0 {
+		return "/inbox"
+	}
+	return "/inbox?" + v.Encode()
+}

@@ -110,7 +110,10 @@ type Inbox struct {
 
 // InboxBody is the live part of the inbox.
 type InboxBody struct {
-	Kind     string
+	Kind string
+	// Claim (mine, unclaimed) and Overdue are the work-queue filters.
+	Claim    string
+	Overdue  bool
 	Kinds    []KindCount
 	Total    int
 	Items    []InboxItem
@@ -143,6 +146,14 @@ type InboxItem struct {
 	// NotBy names who may not approve it (its task's creator, under
 	// separation of duties): "needs another approver" in the inbox.
 	NotBy string
+	// The work queue (SPEC §11): the deadline and how long is left, the
+	// escalation level, who holds the claim, how many have it open.
+	Deadline *time.Time
+	DueIn    string
+	Overdue  bool
+	Level    int
+	Holder   string
+	Viewers  int
 }
 
 // --- new task ---
@@ -441,17 +452,27 @@ type InterruptView struct {
 // PendingForm is the open interrupt as forms.
 type PendingForm struct {
 	InterruptID string
-	Kind        string
-	Node        string
-	Type        string // gate or question
-	Title       string
-	Question    string
-	Iteration   int
-	Created     time.Time
-	CanApprove  bool
-	CanReject   bool
-	CanEdit     bool
-	CanRespond  bool
+	// The interrupt in time (SPEC §11).
+	Deadline *time.Time
+	DueIn    string // "3 h", "overdue"
+	Overdue  bool
+	Level    int
+	// ClaimedBy holds the claim; ClaimAction is the button the viewer
+	// gets: claim, release, take_over or none.
+	ClaimedBy     string
+	ClaimAction   string
+	PayloadSHA256 string
+	Kind          string
+	Node          string
+	Type          string // gate or question
+	Title         string
+	Question      string
+	Iteration     int
+	Created       time.Time
+	CanApprove    bool
+	CanReject     bool
+	CanEdit       bool
+	CanRespond    bool
 	// Artifact under decision, rendered; Raw for the editor.
 	ArtifactName string
 	ContentType  string

@@ -244,7 +244,8 @@ func cmdRun(ctx context.Context, args []string, getenv func(string) string, stdi
 	hubDone := make(chan struct{})
 	go func() { defer close(hubDone); hub.Run(bg) }()
 	defer func() { stopBG(); <-hubDone }()
-	engine, err := graph.NewEngine(store, workflows, graph.WithLogger(log), graph.WithSink(hub))
+	engine, err := graph.NewEngine(store, workflows, graph.WithLogger(log), graph.WithSink(hub),
+		graph.WithRaiseHook(cfg.Auth.Policy.Schedule))
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/metrics"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/runner"
+	"github.com/gatehousehq/gatehouse/internal/timekeeper"
 	"github.com/gatehousehq/gatehouse/internal/web"
 	"github.com/gatehousehq/gatehouse/internal/workflows/analyze"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
@@ -109,6 +110,12 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHub()
 	hub := live.NewHub(cfg.DatabaseURL, store, log.With("component", "live"))
+	// Deadlines, reminders and escalations (SPEC §11) fire on whichever
+	// replica's keeper takes them first; each wakes for timers raised here
+	// at once, and for those raised elsewhere through the hub.
+	keeper := timekeeper.New(store, cfg.Auth.Policy, log.With("component", "timers"))
+	store.OnTimer(keeper.Poke)
+	hub.OnNotify(postgres.ChannelTimers, keeper.PokePayload)
 	hubDone := make(chan struct{})
 	go func() { defer close(hubDone); hub.Run(hubCtx) }()
 	// Notifications: configured on the store before anything commits.
@@ -118,6 +125,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	// The hub is the engine's sink too: this replica's own events reach its
 	// websockets straight from the commit.
 	engine, err := graph.NewEngine(met.Checkpointer(store), workflows, graph.WithLogger(log), graph.WithSink(hub),
+		graph.WithRaiseHook(cfg.Auth.Policy.Schedule),
 		graph.WithSink(met))
 	if err != nil {
 		return err
@@ -144,12 +152,14 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		handoff = run.Handoff
 	}
 	srv := web.New(web.Deps{Engine: engine, Store: store, Hub: hub, Wake: run.Wake, Handoff: handoff, Auth: authSvc, Decider: decider,
-		TrustProxy: cfg.Auth.TrustProxy, CORSOrigins: cfg.CORSOrigins,
+		TrustProxy: cfg.Auth.TrustProxy, CORSOrigins: cfg.CORSOrigins, ClaimTTL: cfg.Auth.ClaimTTL,
 		Ready: func(ctx context.Context) error { return postgres.Ready(ctx, pool) }, Logger: log.With("component", "http"),
 		Version: version, Metrics: met.Handler(), LLMProvider: provider.Name(),
 		SlackSigningSecret:  cfg.Notify.SlackSigningSecret,
 		WebhookAllowPrivate: cfg.Notify.WebhookAllowPrivate})
 	met.WatchWebsockets(srv.OpenWebsockets)
+	keeper.Start()
+	defer keeper.Stop()
 	addr, err := srv.Start(cfg.Addr)
 	if err != nil {
 		if cfg.Workers > 0 {
@@ -177,6 +187,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		run.Stop(grace)
 	}
 	sender.Stop(grace)
+	keeper.Stop()
 	stopHub()
 	<-hubDone
 	log.Info("stopped")

@@ -206,13 +206,14 @@ INSERT INTO audit_events (actor, kind, subject, data) VALUES (@actor, @kind, @su
  LIMIT sqlc.arg(max_rows)::int)
 UNION ALL
 (SELECT e.created_at AS at,
-        COALESCE(e.data ->> 'decided_by', e.data ->> 'approved_by', e.data ->> 'cancelled_by',
+        COALESCE(e.data ->> 'actor', e.data ->> 'decided_by', e.data ->> 'approved_by', e.data ->> 'cancelled_by',
                  e.data ->> 'retried_by', e.data ->> 'created_by', '')::text AS actor,
         e.type AS kind, e.task_id::text AS subject, e.data, e.task_id AS task_id, e.seq AS seq, 0::bigint AS audit_id
  FROM task_events e
- WHERE e.type IN ('task.created', 'decision.recorded', 'approval.recorded', 'task.cancelled', 'task.retried')
+ WHERE e.type IN ('task.created', 'decision.recorded', 'approval.recorded', 'task.cancelled', 'task.retried',
+                  'interrupt.expired', 'interrupt.claimed', 'interrupt.released', 'interrupt.taken_over')
    AND (sqlc.arg(actor)::text = ''
-        OR COALESCE(e.data ->> 'decided_by', e.data ->> 'approved_by', e.data ->> 'cancelled_by',
+        OR COALESCE(e.data ->> 'actor', e.data ->> 'decided_by', e.data ->> 'approved_by', e.data ->> 'cancelled_by',
                     e.data ->> 'retried_by', e.data ->> 'created_by', '') = sqlc.arg(actor)::text)
    AND (sqlc.arg(kind)::text = '' OR e.type = sqlc.arg(kind)::text OR e.type LIKE sqlc.arg(kind)::text || '.%')
    AND e.created_at >= sqlc.arg(since)::timestamptz AND e.created_at < sqlc.arg(until)::timestamptz

@@ -10,12 +10,17 @@ SELECT * FROM decisions WHERE task_id = @task_id ORDER BY decided_at, id;
 -- without a claim of its own.
 -- name: DecisionRecord :one
 WITH i AS (
-    UPDATE interrupts SET status = 'resolved', resolved_at = now()
+    UPDATE interrupts SET status = 'resolved', resolved_at = now(), claimed_by = NULL, claim_expires_at = NULL
     WHERE id = @interrupt_id::uuid AND task_id = @task_id::uuid AND status = 'pending'
-    RETURNING id, resolved_at
+      -- a claim of someone else's bars the decision (SPEC §11)
+      AND (claimed_by IS NULL OR claim_expires_at <= now() OR claimed_by = @decided_by::text)
+      -- the decider saw what is decided on, when they say what they saw
+      AND (@payload_sha256::text = '' OR payload_sha256 = '' OR payload_sha256 = @payload_sha256::text)
+    RETURNING id, resolved_at, payload_sha256
 ), d AS (
-    INSERT INTO decisions (interrupt_id, task_id, action, feedback, value, decided_by, decided_at)
-    SELECT i.id, @task_id::uuid, @action::text, @feedback::text, sqlc.narg(value)::jsonb, @decided_by::text, i.resolved_at
+    INSERT INTO decisions (interrupt_id, task_id, action, feedback, value, decided_by, decided_at, payload_sha256)
+    SELECT i.id, @task_id::uuid, @action::text, @feedback::text, sqlc.narg(value)::jsonb, @decided_by::text, i.resolved_at,
+           i.payload_sha256
     FROM i
     RETURNING id, decided_at
 ), t AS (
@@ -43,4 +48,4 @@ WITH i AS (
     FROM t
     RETURNING seq
 )
-SELECT d.id, d.decided_at, e.seq, t.lease_fence, (t.status = 'running')::bool AS leased FROM d, e, t;
+SELECT d.id, d.decided_at, e.seq, t.lease_fence, (t.status = 'running')::bool AS leased, i.payload_sha256 FROM d, e, t, i;

@@ -1,6 +1,6 @@
 -- name: InterruptInsert :exec
-INSERT INTO interrupts (id, task_id, node, kind, iteration, payload, status, created_at)
-VALUES (@id, @task_id, @node, @kind, @iteration, @payload, 'pending', @created_at);
+INSERT INTO interrupts (id, task_id, node, kind, iteration, payload, status, created_at, deadline_at, payload_sha256)
+VALUES (@id, @task_id, @node, @kind, @iteration, @payload, 'pending', @created_at, sqlc.narg(deadline_at), @payload_sha256);
 
 -- name: InterruptGet :one
 SELECT * FROM interrupts WHERE id = @id;

@@ -172,6 +172,9 @@ func (d *Decider) decide(ctx context.Context, p Principal, taskID string, s *Sub
 		return Outcome{}, &graph.ValidationError{Field: "interrupt_id", Message: "is required"}
 	case !graph.ValidID(in.InterruptID):
 		return Outcome{}, &graph.ValidationError{Field: "interrupt_id", Message: "is not a uuid"}
+	case in.PayloadSHA256 != "" && !graph.ValidSHA256(in.PayloadSHA256):
+		return Outcome{}, &graph.ValidationError{Field: "payload_sha256",
+			Message: "must be 64 lowercase hex characters (the SHA-256 of the payload's canonical JSON)"}
 	}
 	var (
 		task *graph.Task
@@ -204,6 +207,14 @@ func (d *Decider) decide(ctx context.Context, p Principal, taskID string, s *Sub
 	out := Outcome{Kind: itr.Kind, Required: d.policy.Required(itr.Kind)}
 	if err := d.MayDecide(p, task, itr); err != nil {
 		return out, d.refuse(ctx, p, taskID, in, itr.Kind, err)
+	}
+	if itr.Status == graph.InterruptPending && itr.ClaimedBy != "" && itr.ClaimedBy != p.Name {
+		return out, &graph.ConflictError{InterruptID: itr.ID, Status: itr.Status, Holder: itr.ClaimedBy}
+	}
+	if itr.Status == graph.InterruptPending && in.PayloadSHA256 != "" && itr.PayloadSHA256 != "" && in.PayloadSHA256 != itr.PayloadSHA256 {
+		return out, &graph.ConflictError{InterruptID: itr.ID, Status: itr.Status, Reason: fmt.Sprintf(
+			"payload_sha256 %s is not the hash of interrupt %s's payload (%s): what you saw is not what is asked; reload it",
+			in.PayloadSHA256, itr.ID, itr.PayloadSHA256)}
 	}
 	approving := in.Action == graph.ActionApprove || in.Action == graph.ActionEdit
 	if approving {

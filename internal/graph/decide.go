@@ -15,6 +15,10 @@ type DecisionInput struct {
 	Feedback    string
 	Value       json.RawMessage
 	DecidedBy   string
+	// PayloadSHA256, when set, is the hash of the payload the decider saw:
+	// a different one than the interrupt's refuses the decision
+	// (*ConflictError).
+	PayloadSHA256 string
 	// Approvers, when an interrupt needed several, names them all (the
 	// decision.recorded event carries them as "approvers").
 	Approvers []string
@@ -88,6 +92,14 @@ func (e *Engine) decide(ctx context.Context, taskID string, itr *Interrupt, in D
 	case in.Action == ActionRespond && text == "" && in.Feedback == "":
 		return nil, &ValidationError{Field: "value", Message: "must hold the answer"}
 	}
+	if in.PayloadSHA256 != "" && !ValidSHA256(in.PayloadSHA256) {
+		return nil, &ValidationError{Field: "payload_sha256", Message: "must be 64 lowercase hex characters (the SHA-256 of the payload's canonical JSON)"}
+	}
+	if in.PayloadSHA256 != "" && itr.PayloadSHA256 != "" && in.PayloadSHA256 != itr.PayloadSHA256 {
+		return nil, &ConflictError{InterruptID: itr.ID, Status: itr.Status, Reason: fmt.Sprintf(
+			"payload_sha256 %s is not the hash of interrupt %s's payload (%s): what you saw is not what is asked; reload it",
+			in.PayloadSHA256, itr.ID, itr.PayloadSHA256)}
+	}
 	if len(in.Value) > 0 && !json.Valid(in.Value) {
 		return nil, &ValidationError{Field: "value", Message: "is not valid JSON"}
 	}
@@ -107,11 +119,16 @@ func (e *Engine) decide(ctx context.Context, taskID string, itr *Interrupt, in D
 		}
 	}
 	d := &Decision{InterruptID: itr.ID, TaskID: taskID, Action: in.Action, Feedback: in.Feedback,
-		Value: in.Value, DecidedBy: in.DecidedBy, Lease: in.Lease}
+		Value: in.Value, DecidedBy: in.DecidedBy, Lease: in.Lease, PayloadSHA256: in.PayloadSHA256}
 	data := map[string]any{
 		"interrupt_id": itr.ID, "kind": itr.Kind, "action": in.Action, "feedback": in.Feedback, "decided_by": in.DecidedBy, "actor": in.DecidedBy}
 	if len(in.Approvers) > 0 {
 		data["approvers"] = in.Approvers
+	}
+	if itr.PayloadSHA256 != "" {
+		data["payload_sha256"] = itr.PayloadSHA256
+	} else if in.PayloadSHA256 != "" {
+		data["payload_sha256"] = in.PayloadSHA256
 	}
 	ev := newEvent(taskID, EventDecisionRecorded, itr.Node, itr.Iteration, e.now(), nil, data)
 	if err := e.cp.Decide(ctx, d, &ev); err != nil {
@@ -145,4 +162,17 @@ func (e *Engine) decidable(ctx context.Context, taskID string, itr *Interrupt, t
 		return err
 	}
 	return gone(w.Resumable(Position{InterruptNode: itr.Node, InterruptType: itr.Payload.Type}), t)
+}
+
+// ValidSHA256 reports whether s is a SHA-256 in lowercase hex.
+func ValidSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

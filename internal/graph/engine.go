@@ -51,6 +51,7 @@ type Engine struct {
 	sinks     []EventSink
 	log       *slog.Logger
 	now       func() time.Time
+	raiseHook func(task *Task, itr *Interrupt)
 }
 
 // EngineOption configures an Engine.
@@ -58,6 +59,13 @@ type EngineOption func(*Engine)
 
 // WithSink publishes committed events to s (in addition to earlier sinks).
 func WithSink(s EventSink) EngineOption { return func(e *Engine) { e.sinks = append(e.sinks, s) } }
+
+// WithRaiseHook sets f, called with each interrupt the engine raises
+// before it is committed, and the task raising it: it may set the
+// interrupt's Deadline and Timers (the approval policy's schedule).
+func WithRaiseHook(f func(task *Task, itr *Interrupt)) EngineOption {
+	return func(e *Engine) { e.raiseHook = f }
+}
 
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) EngineOption { return func(e *Engine) { e.log = l } }
@@ -453,7 +461,7 @@ func (x *execution[S]) loop(ctx context.Context, s S, c *Commit) (Outcome, error
 			return x.fail(ctx, c, name, iteration, err)
 		}
 		if n.gate != nil {
-			if !x.opts.AutoApproves(n.gate.Option) {
+			if !x.opts.AutoApprovesGate(n.gate.Option, n.gate.AlwaysAsks) {
 				return x.raiseGate(ctx, c, n, run, iteration)
 			}
 			if s, err = x.approved(n, s); err == nil {
@@ -508,6 +516,13 @@ func (x *execution[S]) ask(ctx context.Context, c *Commit, n *node[S], run *Node
 func (x *execution[S]) raise(ctx context.Context, c *Commit, node, kind string, iteration int, p InterruptPayload) (Outcome, error) {
 	itr := &Interrupt{ID: NewID(), TaskID: x.task.ID, Node: node, Kind: kind, Iteration: iteration,
 		Payload: p, Status: InterruptPending, CreatedAt: x.e.now()}
+	if x.e.raiseHook != nil {
+		x.e.raiseHook(&x.task, itr)
+	}
+	raised := map[string]any{"interrupt_id": itr.ID, "kind": kind, "title": p.Title}
+	if itr.Deadline != nil {
+		raised["deadline"] = itr.Deadline.UTC().Format(time.RFC3339Nano)
+	}
 	x.cp.PendingInterrupt = itr.ID
 	if c.Reason == "" {
 		c.Reason = "interrupt"
@@ -515,7 +530,7 @@ func (x *execution[S]) raise(ctx context.Context, c *Commit, node, kind string, 
 	c.Raise = itr
 	c.Status = StatusWaiting
 	c.Events = append(c.Events,
-		x.event(EventInterruptRaised, node, iteration, nil, map[string]any{"interrupt_id": itr.ID, "kind": kind, "title": p.Title}),
+		x.event(EventInterruptRaised, node, iteration, nil, raised),
 		x.event(EventTaskWaiting, node, iteration, nil, map[string]any{"interrupt_id": itr.ID}))
 	if err := x.save(ctx, c); err != nil {
 		return Outcome{}, err

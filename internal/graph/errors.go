@@ -22,9 +22,21 @@ var (
 type ConflictError struct {
 	InterruptID string
 	Status      string
+	// Holder, when set, is who holds the pending interrupt's claim.
+	Holder string
+	// Reason, when set, replaces the default message.
+	Reason string
 }
 
 func (e *ConflictError) Error() string {
+	switch {
+	case e.Reason != "":
+		return e.Reason
+	case e.Holder != "":
+		return fmt.Sprintf("interrupt %s is claimed by %s: only they may decide it until they release it or the claim ends", e.InterruptID, e.Holder)
+	case e.Status == InterruptExpired:
+		return fmt.Sprintf("interrupt %s expired: its deadline passed", e.InterruptID)
+	}
 	return fmt.Sprintf("interrupt %s is %s, not pending", e.InterruptID, e.Status)
 }
 

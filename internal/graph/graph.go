@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -25,6 +26,10 @@ type Gate[S any] struct {
 	Kind string
 	// Option is the task option that auto-approves the gate (allowPrd, …).
 	Option string
+	// AlwaysAsks makes the gate stop even when the task has no "gates"
+	// option at all: only Option set true passes it (seed 000's "Human
+	// Review Must Approve").
+	AlwaysAsks bool
 	// Title is shown to the reviewer.
 	Title string
 	// Artifact names the artifact of the node run the reviewer decides on.
@@ -448,7 +453,10 @@ type Options struct {
 	// Gates is nil when the task has no "gates" option: then no gate
 	// interrupts. Otherwise Gates[option] true auto-approves that gate.
 	Gates map[string]bool
-	Raw   json.RawMessage
+	// Deadlines are the task's own deadlines per interrupt kind (options
+	// "deadlines": {"prd": "4h"}), replacing the policy's (SPEC §11).
+	Deadlines map[string]time.Duration
+	Raw       json.RawMessage
 }
 
 // ParseOptions reads a task's options object.
@@ -459,10 +467,25 @@ func ParseOptions(raw json.RawMessage) (Options, error) {
 		return o, nil
 	}
 	var v struct {
-		Gates *map[string]bool `json:"gates"`
+		Gates     *map[string]bool  `json:"gates"`
+		Deadlines map[string]string `json:"deadlines"`
 	}
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return o, &ValidationError{Field: "options", Message: "must be an object with optional \"gates\" of booleans: " + err.Error()}
+		return o, &ValidationError{Field: "options", Message: "must be an object with optional \"gates\" of booleans and \"deadlines\" of durations: " + err.Error()}
+	}
+	for _, kind := range slices.Sorted(maps.Keys(v.Deadlines)) {
+		s := strings.TrimSpace(v.Deadlines[kind])
+		d, err := time.ParseDuration(s)
+		switch {
+		case err != nil:
+			return o, &ValidationError{Field: "options.deadlines." + kind, Message: fmt.Sprintf("%q is not a duration (want e.g. 90m, 4h)", s)}
+		case d < time.Second:
+			return o, &ValidationError{Field: "options.deadlines." + kind, Message: fmt.Sprintf("%s is shorter than the minimum of 1s", s)}
+		}
+		if o.Deadlines == nil {
+			o.Deadlines = map[string]time.Duration{}
+		}
+		o.Deadlines[kind] = d
 	}
 	if v.Gates != nil {
 		o.Gates = *v.Gates
@@ -476,6 +499,15 @@ func ParseOptions(raw json.RawMessage) (Options, error) {
 // AutoApproves reports whether the gate with this option passes without a human.
 func (o Options) AutoApproves(option string) bool {
 	return o.Gates == nil || o.Gates[option]
+}
+
+// AutoApprovesGate is AutoApproves for a gate that may always ask: such a
+// gate passes only when its option is set true.
+func (o Options) AutoApprovesGate(option string, alwaysAsks bool) bool {
+	if alwaysAsks {
+		return o.Gates[option]
+	}
+	return o.AutoApproves(option)
 }
 
 // GateOptions lists the gate options of a description, sorted.

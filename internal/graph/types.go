@@ -205,6 +205,31 @@ type Interrupt struct {
 	// PayloadSHA256 is the SHA-256 of the payload's canonical JSON (RFC
 	// 8785), lowercase hex: what a reviewer saw.
 	PayloadSHA256 string
+	// Timers, set by the engine's raise hook (WithRaiseHook) on a new
+	// interrupt, are written with it: its deadline, reminders and
+	// escalation steps.
+	Timers []Timer
+}
+
+// Timer kinds.
+const (
+	TimerDeadline = "deadline"
+	TimerReminder = "reminder"
+	TimerEscalate = "escalate"
+)
+
+// Timer is a moment at which the policy acts on a pending interrupt
+// (SPEC §11): its deadline, a reminder before it, an escalation step.
+type Timer struct {
+	What string // TimerDeadline, TimerReminder or TimerEscalate
+	// Step: 0 for the deadline; a reminder's place in the list and an
+	// escalation's level, from 1.
+	Step  int
+	DueAt time.Time
+	// Action is the deadline's on_timeout (fail, approve, cancel, none).
+	Action string
+	// Offset is a reminder's distance before the deadline.
+	Offset time.Duration
 }
 
 // Decision is a human's answer to an interrupt.
@@ -217,6 +242,9 @@ type Decision struct {
 	Value       json.RawMessage
 	DecidedBy   string
 	DecidedAt   time.Time
+	// PayloadSHA256 is the hash of the payload the decision was made on
+	// (the interrupt's; a decider that sent one had it checked).
+	PayloadSHA256 string
 	// Lease, when set, asks Checkpointer.Decide to lease the task it makes
 	// runnable, in the same transaction (see Lease).
 	Lease *Lease

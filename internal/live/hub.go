@@ -46,9 +46,11 @@ type Hub struct {
 	published map[string][]span
 	wake      []func(taskID string, seq int64)
 	outbox    []func()
-	ready     bool
-	readyCh   chan struct{}
-	fetchBuf  int
+	// others hears the payloads of channels registered with OnNotify.
+	others   map[string][]func(payload string)
+	ready    bool
+	readyCh  chan struct{}
+	fetchBuf int
 }
 
 // Sub is one subscription. Events arrive on C in seq order per task. C is
@@ -92,6 +94,19 @@ func (h *Hub) OnOutbox(f func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.outbox = append(h.outbox, f)
+}
+
+// OnNotify registers f to be called (on the hub's goroutine: keep it
+// short) with the payload of each notification on channel
+// (postgres.ChannelTimers or postgres.ChannelPresence), and with "" after
+// a reconnect, when some may have been missed.
+func (h *Hub) OnNotify(channel string, f func(payload string)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.others == nil {
+		h.others = map[string][]func(string){}
+	}
+	h.others[channel] = append(h.others[channel], f)
 }
 
 // Ready is closed once the hub listens for the first time.
@@ -180,8 +195,10 @@ func (h *Hub) listen(ctx context.Context) error {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	for _, ch := range []string{ChannelEvents, ChannelRunnable, postgres.ChannelOutbox} {
-		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
+	// Every channel is listened to from the start, so that OnNotify may
+	// register at any time.
+	for _, ch := range []string{ChannelEvents, ChannelRunnable, postgres.ChannelOutbox, postgres.ChannelTimers, postgres.ChannelPresence} {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
 			return fmt.Errorf("listen %s: %w", ch, err)
 		}
 	}
@@ -191,6 +208,7 @@ func (h *Hub) listen(ctx context.Context) error {
 		close(h.readyCh)
 	}
 	wake, outbox := h.wake, h.outbox
+	others := h.others
 	h.mu.Unlock()
 	// Anything announced while we were not listening is missed: let the
 	// workers and senders look for work.
@@ -199,6 +217,11 @@ func (h *Hub) listen(ctx context.Context) error {
 	}
 	for _, f := range outbox {
 		f()
+	}
+	for _, fs := range others {
+		for _, f := range fs {
+			f("")
+		}
 	}
 	for {
 		n, err := conn.WaitForNotification(ctx)
@@ -222,6 +245,13 @@ func (h *Hub) listen(ctx context.Context) error {
 			h.mu.Unlock()
 			for _, f := range outbox {
 				f()
+			}
+		default:
+			h.mu.Lock()
+			fs := h.others[n.Channel]
+			h.mu.Unlock()
+			for _, f := range fs {
+				f(n.Payload)
 			}
 		}
 	}

@@ -15,15 +15,22 @@ import (
 // InboxCursor is a position in the oldest-first inbox: the last interrupt
 // of the previous page.
 type InboxCursor struct {
+	// Due is the deadline of the last item shown (nil: it had none).
+	Due       *time.Time
 	CreatedAt time.Time
 	ID        string
 }
 
 // InboxFilter selects and pages pending interrupts for InboxPage.
 type InboxFilter struct {
-	Kind  string       // empty: any
-	Limit int          // rows per page (at least 1)
-	After *InboxCursor // nil: the first page
+	Kind string // empty: any
+	// Claim is "mine" (held by Who), "unclaimed" or "" (any).
+	Claim string
+	Who   string
+	// Overdue keeps those whose deadline passed.
+	Overdue bool
+	Limit   int          // rows per page (at least 1)
+	After   *InboxCursor // nil: the first page
 }
 
 // InboxPage returns one page of the pending interrupts, oldest first, with
@@ -33,7 +40,8 @@ type InboxFilter struct {
 // cursor naming a malformed id.
 func (s *Store) InboxPage(ctx context.Context, f InboxFilter) ([]InboxEntry, *InboxCursor, error) {
 	limit := max(f.Limit, 1)
-	p := dbsqlc.DeskInboxPageParams{MaxRows: int32(limit + 1)} // one more tells whether a next page exists
+	p := dbsqlc.DeskInboxPageParams{MaxRows: int32(limit + 1), // one more tells whether a next page exists
+		Claim: f.Claim, Who: f.Who, Overdue: f.Overdue}
 	if f.Kind != "" {
 		p.Kind = &f.Kind
 	}
@@ -43,7 +51,7 @@ func (s *Store) InboxPage(ctx context.Context, f InboxFilter) ([]InboxEntry, *In
 			return nil, nil, &graph.ValidationError{Field: "after", Message: "names a malformed interrupt id"}
 		}
 		at := f.After.CreatedAt
-		p.AfterAt, p.AfterID = &at, &id
+		p.AfterAt, p.AfterID, p.AfterDue = &at, &id, f.After.Due
 	}
 	rows, err := s.q.DeskInboxPage(ctx, p)
 	if err != nil {
@@ -53,7 +61,7 @@ func (s *Store) InboxPage(ctx context.Context, f InboxFilter) ([]InboxEntry, *In
 	if len(rows) > limit {
 		rows = rows[:limit]
 		last := rows[limit-1].Interrupt
-		next = &InboxCursor{CreatedAt: last.CreatedAt, ID: last.ID.String()}
+		next = &InboxCursor{Due: last.DeadlineAt, CreatedAt: last.CreatedAt, ID: last.ID.String()}
 	}
 	out := make([]InboxEntry, 0, len(rows))
 	for _, r := range rows {

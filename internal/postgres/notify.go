@@ -15,6 +15,12 @@ import (
 const (
 	ChannelEvents   = "gatehouse_events"
 	ChannelRunnable = "gatehouse_runnable"
+	// ChannelTimers carries the due time (Unix nanoseconds) of a timer
+	// just scheduled: keepers sleeping past it wake earlier.
+	ChannelTimers = "gatehouse_timers"
+	// ChannelPresence carries "<task id>" when who has the task open
+	// changed on some replica.
+	ChannelPresence = "gatehouse_presence"
 )
 
 // notifyWindow is how long the notifier gathers announcements before it
@@ -32,11 +38,20 @@ type note struct {
 	// runnable (0 when none did, as for a lease handed back): a worker
 	// that claimed the task at that seq or later need not look again.
 	at int64
+	// timer, when set, makes this a timer note (ChannelTimers).
+	timer time.Time
+	// presence makes this a presence note for task (ChannelPresence).
+	presence bool
 }
 
 func (n note) channel() string {
-	if n.ch != "" {
+	switch {
+	case n.ch != "":
 		return n.ch
+	case !n.timer.IsZero():
+		return ChannelTimers
+	case n.presence:
+		return ChannelPresence
 	}
 	if n.last == 0 {
 		return ChannelRunnable
@@ -45,8 +60,13 @@ func (n note) channel() string {
 }
 
 func (n note) payload() string {
-	if n.ch != "" {
+	switch {
+	case n.ch != "":
 		return ""
+	case !n.timer.IsZero():
+		return fmt.Sprint(n.timer.UnixNano())
+	case n.presence:
+		return n.task
 	}
 	if n.last == 0 {
 		if n.at > 0 {
@@ -135,6 +155,15 @@ func coalesce(batch []note) []note {
 	for _, x := range batch {
 		key := x.channel() + x.task
 		if i, ok := idx[key]; ok {
+			if !x.timer.IsZero() {
+				if x.timer.Before(out[i].timer) {
+					out[i].timer = x.timer
+				}
+				continue
+			}
+			if x.presence {
+				continue
+			}
 			if x.last == 0 {
 				// The later cause wins; an unknown one (0) wins over all.
 				if y := &out[i]; y.at != 0 {

@@ -36,7 +36,8 @@ func (s *Store) DecisionSubject(ctx context.Context, taskID, interruptID string)
 		return nil, nil, fmt.Errorf("get task %s: %w", taskID, err)
 	}
 	return joinedTask(r.Task, joinedInterrupt{r.IID, r.ITaskID, r.INode, r.IKind, r.IIteration, r.IPayload, r.IStatus,
-		r.ICreatedAt, r.IResolvedAt})
+		r.ICreatedAt, r.IResolvedAt, r.IDeadlineAt, r.IOverdue, r.IEscalationLevel, r.IClaimedBy, r.IClaimExpiresAt,
+		r.IPayloadSha256})
 }
 
 // TaskWithPending returns the task and the interrupt it waits on (nil:
@@ -54,7 +55,8 @@ func (s *Store) TaskWithPending(ctx context.Context, taskID string) (*graph.Task
 		return nil, nil, fmt.Errorf("get task %s: %w", taskID, err)
 	}
 	return joinedTask(r.Task, joinedInterrupt{r.IID, r.ITaskID, r.INode, r.IKind, r.IIteration, r.IPayload, r.IStatus,
-		r.ICreatedAt, r.IResolvedAt})
+		r.ICreatedAt, r.IResolvedAt, r.IDeadlineAt, r.IOverdue, r.IEscalationLevel, r.IClaimedBy, r.IClaimExpiresAt,
+		r.IPayloadSha256})
 }
 
 // joinedInterrupt is an interrupt's columns from the nullable side of a
@@ -66,6 +68,12 @@ type joinedInterrupt struct {
 	payload               json.RawMessage
 	status                *string
 	createdAt, resolvedAt *time.Time
+	deadlineAt            *time.Time
+	overdue               *bool
+	level                 *int32
+	claimedBy             *string
+	claimExpiresAt        *time.Time
+	sha                   *string
 }
 
 func joinedTask(t dbsqlc.Task, j joinedInterrupt) (*graph.Task, *graph.Interrupt, error) {
@@ -75,7 +83,8 @@ func joinedTask(t dbsqlc.Task, j joinedInterrupt) (*graph.Task, *graph.Interrupt
 	}
 	itr, err := interruptFromRow(dbsqlc.Interrupt{ID: *j.id, TaskID: *j.taskID, Node: deref(j.node), Kind: deref(j.kind),
 		Iteration: deref(j.iteration), Payload: j.payload, Status: deref(j.status), CreatedAt: deref(j.createdAt),
-		ResolvedAt: j.resolvedAt})
+		ResolvedAt: j.resolvedAt, DeadlineAt: j.deadlineAt, Overdue: deref(j.overdue), EscalationLevel: deref(j.level),
+		ClaimedBy: j.claimedBy, ClaimExpiresAt: j.claimExpiresAt, PayloadSha256: deref(j.sha)})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/jcs"
 	"github.com/gatehousehq/gatehouse/internal/notify"
 	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
 )
@@ -36,6 +38,9 @@ type Store struct {
 	sinks []graph.EventSink
 	// outbox says which notifications commits write (outbox.go).
 	outbox Outbox
+	// onTimer hears of timers this store scheduled (the keeper of this
+	// replica wakes earlier for them).
+	onTimer func(due time.Time)
 }
 
 var _ graph.Checkpointer = (*Store)(nil)
@@ -204,6 +209,7 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 		}
 	}
 	var ip *dbsqlc.InterruptInsertParams
+	var tp *dbsqlc.TimersInsertParams
 	if r := c.Raise; r != nil {
 		rid, ok := parseID(r.ID)
 		if !ok {
@@ -213,8 +219,22 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 		if err != nil {
 			return err
 		}
+		sha, err := jcs.SHA256Hex(payload)
+		if err != nil {
+			return fmt.Errorf("commit task %s: payload hash: %w", c.TaskID, err)
+		}
+		r.PayloadSHA256 = sha
 		ip = &dbsqlc.InterruptInsertParams{ID: rid, TaskID: id, Node: r.Node, Kind: r.Kind,
-			Iteration: int32(r.Iteration), Payload: payload, CreatedAt: r.CreatedAt}
+			Iteration: int32(r.Iteration), Payload: payload, CreatedAt: r.CreatedAt, DeadlineAt: r.Deadline,
+			PayloadSha256: sha}
+		if n := len(r.Timers); n > 0 {
+			tp = &dbsqlc.TimersInsertParams{InterruptID: rid, TaskID: id, Whats: make([]string, n), Steps: make([]int32, n),
+				DueAts: make([]time.Time, n), Actions: make([]string, n), Offsets: make([]float64, n)}
+			for i, t := range r.Timers {
+				tp.Whats[i], tp.Steps[i], tp.DueAts[i] = t.What, int32(t.Step), t.DueAt
+				tp.Actions[i], tp.Offsets[i] = t.Action, t.Offset.Seconds()
+			}
+		}
 	}
 
 	// The statements of one commit; results are read in queue order, and
@@ -257,6 +277,9 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 			// that did not happen.
 			s.queueOutbox(ctx, b, id, oev, &notices)
 		}
+		if tp != nil {
+			dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TimersInsert(ctx, *tp) })
+		}
 	}}
 	if err := s.group.commit(ctx, u); err != nil {
 		return err
@@ -281,6 +304,14 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 		}
 	}
 	notes := []note{{task: c.TaskID, first: seqs[0], last: seqs[len(seqs)-1]}}
+	if tp != nil {
+		due := slices.MinFunc(tp.DueAts, func(a, b time.Time) int { return a.Compare(b) })
+		if s.onTimer != nil {
+			s.onTimer(due)
+		}
+		// Other replicas' keepers may sleep past it.
+		notes = append(notes, note{timer: due})
+	}
 	if c.Create != nil {
 		notes = append(notes, note{task: c.TaskID, at: seqs[len(seqs)-1]})
 	}
@@ -340,7 +371,7 @@ func (s *Store) Decide(ctx context.Context, d *graph.Decision, ev *graph.Event) 
 		data = json.RawMessage(`{}`)
 	}
 	p := dbsqlc.DecisionRecordParams{InterruptID: iid, TaskID: tid, Action: d.Action,
-		Feedback: d.Feedback, Value: value, DecidedBy: d.DecidedBy, Type: ev.Type, Node: ev.Node,
+		Feedback: d.Feedback, Value: value, DecidedBy: d.DecidedBy, PayloadSha256: d.PayloadSHA256, Type: ev.Type, Node: ev.Node,
 		Iteration: int32(ev.Iteration), Phase: ev.Phase, Data: data, CreatedAt: ev.At}
 	if l := d.Lease; l != nil {
 		p.LeaseOwner, p.LeaseTtlSeconds = l.Owner, l.TTL.Seconds()
@@ -364,7 +395,17 @@ func (s *Store) Decide(ctx context.Context, d *graph.Decision, ev *graph.Event) 
 		case gerr != nil:
 			return fmt.Errorf("decide: %w", gerr)
 		}
-		return &graph.ConflictError{InterruptID: d.InterruptID, Status: itr.Status}
+		ce := &graph.ConflictError{InterruptID: d.InterruptID, Status: itr.Status}
+		if itr.Status == graph.InterruptPending {
+			switch {
+			case itr.ClaimedBy != nil && *itr.ClaimedBy != d.DecidedBy && itr.ClaimExpiresAt != nil && itr.ClaimExpiresAt.After(time.Now()):
+				ce.Holder = *itr.ClaimedBy
+			case d.PayloadSHA256 != "" && itr.PayloadSha256 != d.PayloadSHA256:
+				ce.Reason = fmt.Sprintf("payload_sha256 %s is not the hash of interrupt %s's payload (%s): what you saw is not what is asked; reload it",
+					d.PayloadSHA256, d.InterruptID, itr.PayloadSha256)
+			}
+		}
+		return ce
 	}
 	if err != nil {
 		var pgErr *pgconn.PgError
@@ -381,7 +422,7 @@ func (s *Store) Decide(ctx context.Context, d *graph.Decision, ev *graph.Event) 
 	} else {
 		s.announce(ctx, note{task: d.TaskID, first: seq, last: seq}, note{task: d.TaskID, at: seq})
 	}
-	d.ID, d.DecidedAt = did.String(), at
+	d.ID, d.DecidedAt, d.PayloadSHA256 = did.String(), at, row.PayloadSha256
 	ev.Seq, ev.TaskID = seq, d.TaskID
 	s.outboxWritten(ctx, notices)
 	return nil
@@ -397,7 +438,11 @@ func deref[T any](p *T) T {
 
 func interruptFromRow(r dbsqlc.Interrupt) (*graph.Interrupt, error) {
 	itr := &graph.Interrupt{ID: r.ID.String(), TaskID: r.TaskID.String(), Node: r.Node, Kind: r.Kind,
-		Iteration: int(r.Iteration), Status: r.Status, CreatedAt: r.CreatedAt, ResolvedAt: r.ResolvedAt}
+		Iteration: int(r.Iteration), Status: r.Status, CreatedAt: r.CreatedAt, ResolvedAt: r.ResolvedAt,
+		Deadline: r.DeadlineAt, Overdue: r.Overdue, EscalationLevel: int(r.EscalationLevel), PayloadSHA256: r.PayloadSha256}
+	if r.ClaimedBy != nil && r.ClaimExpiresAt != nil && r.ClaimExpiresAt.After(time.Now()) && r.Status == graph.InterruptPending {
+		itr.ClaimedBy, itr.ClaimExpiresAt = *r.ClaimedBy, r.ClaimExpiresAt
+	}
 	if err := json.Unmarshal(r.Payload, &itr.Payload); err != nil {
 		return nil, fmt.Errorf("interrupt %s payload: %w", itr.ID, err)
 	}
@@ -406,5 +451,6 @@ func interruptFromRow(r dbsqlc.Interrupt) (*graph.Interrupt, error) {
 
 func decisionFromRow(r dbsqlc.Decision) *graph.Decision {
 	return &graph.Decision{ID: r.ID.String(), InterruptID: r.InterruptID.String(), TaskID: r.TaskID.String(),
-		Action: r.Action, Feedback: r.Feedback, Value: r.Value, DecidedBy: r.DecidedBy, DecidedAt: r.DecidedAt}
+		Action: r.Action, Feedback: r.Feedback, Value: r.Value, DecidedBy: r.DecidedBy, DecidedAt: r.DecidedAt,
+		PayloadSHA256: r.PayloadSha256}
 }

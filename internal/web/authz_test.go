@@ -82,7 +82,7 @@ func TestRoleEndpointMatrix(t *testing.T) {
 	}
 	// A task waiting at its PRD, for the routes that read one.
 	readID := e.createFeature("Matrix reads")
-	e.waitPending(readID, "prd")
+	readItr := e.waitPending(readID, "prd").ID
 	e.user("target", auth.RoleViewer)
 
 	var seq atomic.Int64
@@ -121,6 +121,16 @@ func TestRoleEndpointMatrix(t *testing.T) {
 			id, itr := freshWaiting()
 			return built{path: apiPrefix + "/tasks/" + id + "/decisions", body: `{"interrupt_id":"` + itr + `","action":"approve"}`,
 				ctype: "application/json", expect: []int{http.StatusAccepted}}
+		case "GET /api/v1/interrupts/:id":
+			return built{path: apiPrefix + "/interrupts/" + readItr, expect: ok}
+		case "POST /api/v1/interrupts/:id/claim", "DELETE /api/v1/interrupts/:id/claim":
+			_, itr := freshWaiting()
+			return built{path: apiPrefix + "/interrupts/" + itr + "/claim", expect: ok}
+		case "POST /tasks/:id/claim":
+			id, itr := freshWaiting()
+			b := form(url.Values{"interrupt_id": {itr}, "op": {"claim"}}, http.StatusSeeOther)
+			b.path = "/tasks/" + id + "/claim"
+			return b
 		case "POST /api/v1/tasks/:id/cancel":
 			id := e.createFeature(uniq("Matrix cancel "))
 			return built{path: apiPrefix + "/tasks/" + id + "/cancel", expect: []int{http.StatusAccepted}}

@@ -239,10 +239,13 @@ type areaCaps struct {
 	others    []string
 	noOther   bool
 	usersLink bool
+	// claim is the claim button: claim, release, take_over or "".
+	claim string
 }
 
 func (a areaCaps) key() string {
-	return fmt.Sprintf("%t|%t|%t|%s|%s|%t|%t", a.decide, a.approve, a.edit, a.notice, strings.Join(a.others, ","), a.noOther, a.usersLink)
+	return fmt.Sprintf("%t|%t|%t|%s|%s|%t|%t|%s", a.decide, a.approve, a.edit, a.notice, strings.Join(a.others, ","), a.noOther,
+		a.usersLink, a.claim)
 }
 
 // othersWhoMayApprove lists the enabled users the Decider would let
@@ -280,6 +283,26 @@ func (d *desk) capsFor(ctx context.Context, p auth.Principal, td *taskData) area
 		}
 		return areaCaps{notice: "Your role does not include " + itr.Kind + " decisions."}
 	}
+	// A claim of someone else's bars deciding (an admin may take it over).
+	claim := "claim"
+	switch {
+	case itr.ClaimedBy == p.Name:
+		claim = "release"
+	case itr.ClaimedBy != "":
+		claim = ""
+		if p.Can(auth.RoleAdmin) {
+			claim = "take_over"
+		}
+		return areaCaps{claim: claim, notice: "Claimed by " + itr.ClaimedBy + ": only they may decide it until they release it or the claim ends."}
+	}
+	caps := d.approveCaps(ctx, p, td)
+	caps.claim = claim
+	return caps
+}
+
+// approveCaps is capsFor for someone who may decide the interrupt.
+func (d *desk) approveCaps(ctx context.Context, p auth.Principal, td *taskData) areaCaps {
+	itr, dec := td.pending, d.s.decider
 	if err := dec.MayApprove(p, td.task, itr, td.approvals[itr.ID]); err != nil {
 		if dec.Policy().SeparateDuties(itr.Kind) && td.task.CreatedBy == p.Name {
 			others := d.othersWhoMayApprove(ctx, td)
@@ -327,4 +350,5 @@ func withCaps(p *views.PendingForm, caps areaCaps) {
 	}
 	p.Notice = caps.notice
 	p.MayApprove, p.NoApprover, p.UsersLink = caps.others, caps.noOther, caps.usersLink
+	p.ClaimAction = caps.claim
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/views"
 )
 
@@ -48,7 +49,7 @@ type liveStart func(ctx context.Context, out chan liveMsg) (done <-chan error, s
 // serveLive upgrades the request and runs one live socket: this goroutine
 // is the only writer, a reader goroutine drops what the client sends and
 // notices it leaving, and the feed puts messages into a small buffer.
-func (d *desk) serveLive(c echo.Context, last int64, start liveStart) error {
+func (d *desk) serveLive(c echo.Context, last int64, start liveStart, presenceTask string) error {
 	s := d.s
 	r := c.Request()
 	if !websocket.IsWebSocketUpgrade(r) {
@@ -106,11 +107,41 @@ func (d *desk) serveLive(c echo.Context, last int64, start liveStart) error {
 	}
 	defer stop()
 
+	// A task page is presence: who has it open, on any replica.
+	var (
+		pres     *pagePresence
+		presPoke <-chan struct{}
+		presBeat <-chan time.Time
+	)
+	if presenceTask != "" {
+		pres = d.openPresence(ctx, presenceTask, who.Name)
+		defer pres.close()
+		if err := pres.send(ctx, conn, true); err != nil {
+			cancel()
+			_ = conn.Close()
+			<-readerDone
+			return nil
+		}
+		presPoke = pres.poke
+		beat := time.NewTicker(presenceBeat)
+		defer beat.Stop()
+		presBeat = beat.C
+	}
+
 	ping := time.NewTicker(s.pingPeriod)
 	defer ping.Stop()
 loop:
 	for {
 		select {
+		case <-presPoke:
+			if err := pres.send(ctx, conn, false); err != nil {
+				break loop
+			}
+		case <-presBeat:
+			pres.beat(ctx)
+			if err := pres.send(ctx, conn, false); err != nil {
+				break loop
+			}
 		case msg := <-out:
 			_ = conn.SetWriteDeadline(time.Now().Add(s.writeWait))
 			if err := msg.write(conn, &last, area, view); err != nil {
@@ -177,7 +208,7 @@ func (d *desk) taskLive(c echo.Context) error {
 	ik := c.QueryParam("ik")
 	return d.serveLive(c, after, func(ctx context.Context, out chan liveMsg) (<-chan error, func(), error) {
 		return d.feeds.join(ctx, id, after, ik, out)
-	})
+	}, id)
 }
 
 // liveItem is a rendered timeline entry.
@@ -862,7 +893,7 @@ func (d *desk) dashboardLive(c echo.Context) error {
 		}
 		return listRender{version: b.Version, html: buf.Bytes()}, nil
 	}
-	return d.serveLive(c, 0, d.listStart(q.key(), v, dashboardRelevant, render))
+	return d.serveLive(c, 0, d.listStart(q.key(), v, dashboardRelevant, render, false), "")
 }
 
 // inboxLive: GET /live/inbox?kind=&after=&v= — the inbox's feed.
@@ -871,6 +902,7 @@ func (d *desk) inboxLive(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	q.Who = principalOf(c).Name
 	v := c.QueryParam("v")
 	render := func(ctx context.Context) (listRender, error) {
 		b, err := d.loadInbox(ctx, q)
@@ -890,7 +922,7 @@ func (d *desk) inboxLive(c echo.Context) error {
 		}
 		return listRender{version: b.Version, html: buf.Bytes()}, nil
 	}
-	return d.serveLive(c, 0, d.listStart(q.key(), v, inboxRelevant, render))
+	return d.serveLive(c, 0, d.listStart(q.key(), v, inboxRelevant, render, true), "")
 }
 
 func dashboardRelevant(ev graph.Event) bool {
@@ -904,7 +936,9 @@ func dashboardRelevant(ev graph.Event) bool {
 func inboxRelevant(ev graph.Event) bool {
 	switch ev.Type {
 	case graph.EventInterruptRaised, graph.EventDecisionRecorded, graph.EventTaskCancelled, graph.EventTaskFailed,
-		graph.EventTaskCompleted:
+		graph.EventTaskCompleted, graph.EventApprovalRecorded,
+		postgres.EventInterruptExpired, postgres.EventInterruptOverdue, postgres.EventInterruptEscalated,
+		postgres.EventInterruptClaimed, postgres.EventInterruptReleased, postgres.EventInterruptTakenOver:
 		return true
 	}
 	return false
@@ -912,14 +946,14 @@ func inboxRelevant(ev graph.Event) bool {
 
 // listStart runs feedList for a page in a goroutine of its own.
 func (d *desk) listStart(key, v string, relevant func(graph.Event) bool,
-	render func(context.Context) (listRender, error)) liveStart {
+	render func(context.Context) (listRender, error), presence bool) liveStart {
 	return func(ctx context.Context, out chan liveMsg) (<-chan error, func(), error) {
 		ctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		finished := make(chan struct{})
 		go func() {
 			defer close(finished)
-			done <- d.feedList(ctx, key, v, relevant, out, render)
+			done <- d.feedList(ctx, key, v, relevant, out, render, presence)
 		}()
 		return done, func() { cancel(); <-finished }, nil
 	}
@@ -935,9 +969,21 @@ type listRender struct {
 // version v), then again after relevant events, at most once per
 // listThrottle.
 func (d *desk) feedList(ctx context.Context, key, v string, relevant func(graph.Event) bool, out chan liveMsg,
-	render func(context.Context) (listRender, error)) error {
+	render func(context.Context) (listRender, error), presence bool) error {
 	sub := d.s.hub.SubscribeAll()
 	defer func() { sub.Close() }()
+	// The inbox shows who looks at each item and how long each has left:
+	// it looks again when presence changes, and every minute.
+	var presPoke <-chan struct{}
+	var minute <-chan time.Time
+	if presence {
+		var unsub func()
+		presPoke, unsub = d.s.presence.subscribe("")
+		defer unsub()
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		minute = t.C
+	}
 	// The first look is fresh (the page may be newer than the shared copy);
 	// later ones share a rendering made after the event that asked for it.
 	load := render
@@ -974,6 +1020,14 @@ func (d *desk) feedList(ctx context.Context, key, v string, relevant func(graph.
 			} else if !relevant(ev) {
 				continue
 			}
+			if fire == nil {
+				fire = time.After(listThrottle)
+			}
+		case <-presPoke:
+			if fire == nil {
+				fire = time.After(listThrottle)
+			}
+		case <-minute:
 			if fire == nil {
 				fire = time.After(listThrottle)
 			}

@@ -90,6 +90,7 @@ func errorOf(err error) *Error {
 		wrongErr *graph.WrongTaskError
 		stErr    *postgres.StatusError
 		cfErr    *graph.ConflictError
+		holdErr  *postgres.ClaimHolderError
 		maxErr   *http.MaxBytesError
 		httpErr  *echo.HTTPError
 		fbErr    *auth.ForbiddenError
@@ -142,6 +143,8 @@ func errorOf(err error) *Error {
 		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "task not found", Err: err}
 	case errors.Is(err, postgres.ErrCheckpointNotFound):
 		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Field: "step", Message: "checkpoint not found", Err: err}
+	case errors.As(err, &holdErr):
+		return &Error{Status: http.StatusForbidden, Code: CodeForbidden, Message: holdErr.Error(), Err: err}
 	case errors.As(err, &cfErr):
 		return &Error{Status: http.StatusConflict, Code: CodeConflict, Field: "interrupt_id", Message: cfErr.Error(), Err: err}
 	case errors.As(err, &stErr):

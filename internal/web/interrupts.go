@@ -24,6 +24,9 @@ type decisionRequest struct {
 	Action      string          `json:"action"`
 	Feedback    string          `json:"feedback"`
 	Value       json.RawMessage `json:"value"`
+	// PayloadSHA256 is what the decider saw (SPEC §11): malformed 400,
+	// not the interrupt's 409.
+	PayloadSHA256 string `json:"payload_sha256"`
 }
 
 // decide: POST /api/v1/tasks/:id/decisions → 202 Task. The decision is
@@ -55,7 +58,8 @@ func (s *Server) decide(c echo.Context) error {
 	}
 	lease, settle := s.offerWorker()
 	out, err := s.decider.DecideOn(ctx, who, auth.Subject{Task: t, Interrupt: itr}, graph.DecisionInput{
-		InterruptID: req.InterruptID, Action: req.Action, Feedback: req.Feedback, Value: req.Value, Lease: lease})
+		InterruptID: req.InterruptID, Action: req.Action, Feedback: req.Feedback, Value: req.Value, Lease: lease,
+		PayloadSHA256: req.PayloadSHA256})
 	settle(id)
 	if errors.Is(err, graph.ErrInterruptNotFound) {
 		// Say which is missing: the task or its interrupt.
@@ -120,6 +124,7 @@ func decodeDecision(c echo.Context) (decisionRequest, error) {
 		req.Value = nil
 	}
 	req.InterruptID, req.Action = strings.TrimSpace(req.InterruptID), strings.TrimSpace(req.Action)
+	req.PayloadSHA256 = strings.TrimSpace(req.PayloadSHA256)
 	return req, nil
 }
 
@@ -149,9 +154,9 @@ func (s *Server) listInterrupts(c echo.Context) error {
 	switch status {
 	case "":
 		status = graph.InterruptPending
-	case graph.InterruptPending, graph.InterruptResolved, graph.InterruptCancelled:
+	case graph.InterruptPending, graph.InterruptResolved, graph.InterruptCancelled, graph.InterruptExpired:
 	default:
-		return badRequest("status", "status must be one of pending, resolved, cancelled")
+		return badRequest("status", "status must be one of pending, resolved, cancelled, expired")
 	}
 	limit, err := queryInt(c, "limit", defaultInterruptLimit, 1, maxInterruptLimit)
 	if err != nil {

@@ -58,7 +58,14 @@ type Interrupt struct {
 	Payload   graph.InterruptPayload `json:"payload"`
 	Status    string                 `json:"status"`
 	CreatedAt string                 `json:"created_at"`
-	Task      *TaskRef               `json:"task,omitempty"`
+	// SPEC §11: the interrupt in time.
+	Deadline        *string  `json:"deadline"`
+	Overdue         bool     `json:"overdue"`
+	EscalationLevel int      `json:"escalation_level"`
+	ClaimedBy       *string  `json:"claimed_by"`
+	ClaimExpiresAt  *string  `json:"claim_expires_at"`
+	PayloadSHA256   string   `json:"payload_sha256"`
+	Task            *TaskRef `json:"task,omitempty"`
 	// Approvals is set on a pending interrupt whose kind needs several
 	// distinct approvers.
 	Approvals *Approvals `json:"approvals,omitempty"`
@@ -112,6 +119,8 @@ type Decision struct {
 	Value       json.RawMessage `json:"value"`
 	DecidedBy   string          `json:"decided_by"`
 	DecidedAt   string          `json:"decided_at"`
+	// PayloadSHA256 is the hash of the payload decided on (SPEC §11).
+	PayloadSHA256 string `json:"payload_sha256"`
 }
 
 // Checkpoint is the JSON of a checkpoint of the history; State is set when
@@ -181,8 +190,14 @@ func interruptJSON(i *graph.Interrupt) Interrupt {
 	if p.Actions == nil {
 		p.Actions = []string{}
 	}
-	return Interrupt{ID: i.ID, TaskID: i.TaskID, Node: i.Node, Kind: i.Kind, Iteration: i.Iteration, Payload: p,
-		Status: i.Status, CreatedAt: stamp(i.CreatedAt)}
+	out := Interrupt{ID: i.ID, TaskID: i.TaskID, Node: i.Node, Kind: i.Kind, Iteration: i.Iteration, Payload: p,
+		Status: i.Status, CreatedAt: stamp(i.CreatedAt), Deadline: stampPtr(i.Deadline), Overdue: i.Overdue,
+		EscalationLevel: i.EscalationLevel, PayloadSHA256: i.PayloadSHA256}
+	if i.ClaimedBy != "" && i.ClaimExpiresAt != nil {
+		holder := i.ClaimedBy
+		out.ClaimedBy, out.ClaimExpiresAt = &holder, stampPtr(i.ClaimExpiresAt)
+	}
+	return out
 }
 
 func inboxJSON(e *postgres.InboxEntry) Interrupt {
@@ -203,7 +218,7 @@ func artifactJSON(a *graph.Artifact) Artifact {
 
 func decisionJSON(d *graph.Decision) Decision {
 	return Decision{ID: d.ID, InterruptID: d.InterruptID, TaskID: d.TaskID, Action: d.Action, Feedback: d.Feedback,
-		Value: orNull(d.Value), DecidedBy: d.DecidedBy, DecidedAt: stamp(d.DecidedAt)}
+		Value: orNull(d.Value), DecidedBy: d.DecidedBy, DecidedAt: stamp(d.DecidedAt), PayloadSHA256: d.PayloadSHA256}
 }
 
 func checkpointJSON(h *postgres.HistoryEntry) Checkpoint {

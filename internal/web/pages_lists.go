@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -192,7 +193,12 @@ func version(v any) string {
 
 // inboxQuery is what an inbox URL asks for.
 type inboxQuery struct {
-	Kind   string
+	Kind string
+	// Claim is mine, unclaimed or ""; Overdue keeps the overdue ones.
+	Claim   string
+	Overdue bool
+	// Who is the viewer (claim=mine).
+	Who    string
 	Cursor *postgres.InboxCursor
 	raw    string
 }
@@ -202,24 +208,52 @@ func parseInboxQuery(q url.Values) (inboxQuery, error) {
 	if len(kind) > 64 {
 		return inboxQuery{}, badRequest("kind", "kind is too long")
 	}
-	out := inboxQuery{Kind: kind, raw: q.Get("after")}
+	out := inboxQuery{Kind: kind, raw: q.Get("after"), Claim: strings.TrimSpace(q.Get("claim"))}
+	switch out.Claim {
+	case "", "mine", "unclaimed":
+	default:
+		return out, badRequest("claim", "claim must be mine or unclaimed")
+	}
+	switch strings.TrimSpace(q.Get("overdue")) {
+	case "", "0", "false":
+	case "1", "true":
+		out.Overdue = true
+	default:
+		return out, badRequest("overdue", "overdue must be 1 or absent")
+	}
 	if out.raw != "" {
 		raw, err := base64.RawURLEncoding.DecodeString(out.raw)
 		bad := badRequest("after", "after is not a cursor this server handed out")
 		if err != nil {
 			return out, bad
 		}
-		at, id, ok := strings.Cut(string(raw), " ")
-		t, terr := time.Parse(time.RFC3339Nano, at)
-		if !ok || terr != nil || !graph.ValidID(id) {
+		parts := strings.Split(string(raw), " ")
+		if len(parts) < 2 || len(parts) > 3 {
 			return out, bad
 		}
-		out.Cursor = &postgres.InboxCursor{CreatedAt: t, ID: id}
+		t, terr := time.Parse(time.RFC3339Nano, parts[0])
+		if terr != nil || !graph.ValidID(parts[1]) {
+			return out, bad
+		}
+		out.Cursor = &postgres.InboxCursor{CreatedAt: t, ID: parts[1]}
+		if len(parts) == 3 {
+			due, derr := time.Parse(time.RFC3339Nano, parts[2])
+			if derr != nil {
+				return out, bad
+			}
+			out.Cursor.Due = &due
+		}
 	}
 	return out, nil
 }
 
-func (q inboxQuery) key() string { return "inbox|" + q.Kind + "|" + q.raw }
+func (q inboxQuery) key() string {
+	k := "inbox|" + q.Kind + "|" + q.raw + "|" + q.Claim + "|" + strconv.FormatBool(q.Overdue)
+	if q.Claim == "mine" {
+		k += "|" + q.Who
+	}
+	return k
+}
 
 func (q inboxQuery) values() url.Values {
 	v := url.Values{}
@@ -228,6 +262,12 @@ func (q inboxQuery) values() url.Values {
 	}
 	if q.raw != "" {
 		v.Set("after", q.raw)
+	}
+	if q.Claim != "" {
+		v.Set("claim", q.Claim)
+	}
+	if q.Overdue {
+		v.Set("overdue", "1")
 	}
 	return v
 }
@@ -238,6 +278,7 @@ func (d *desk) inbox(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	q.Who = principalOf(c).Name
 	body, err := d.loadInbox(c.Request().Context(), q)
 	if err != nil {
 		return err
@@ -262,7 +303,8 @@ func (d *desk) loadInbox(ctx context.Context, q inboxQuery) (views.InboxBody, er
 	if err != nil {
 		return views.InboxBody{}, err
 	}
-	entries, next, err := d.s.store.InboxPage(ctx, postgres.InboxFilter{Kind: q.Kind, Limit: pageSize, After: q.Cursor})
+	entries, next, err := d.s.store.InboxPage(ctx, postgres.InboxFilter{Kind: q.Kind, Limit: pageSize, After: q.Cursor,
+		Claim: q.Claim, Who: q.Who, Overdue: q.Overdue})
 	var valErr *graph.ValidationError
 	if errors.As(err, &valErr) {
 		return views.InboxBody{}, badRequest("after", "after is not a cursor this server handed out")
@@ -270,7 +312,7 @@ func (d *desk) loadInbox(ctx context.Context, q inboxQuery) (views.InboxBody, er
 	if err != nil {
 		return views.InboxBody{}, err
 	}
-	b := views.InboxBody{Kind: q.Kind}
+	b := views.InboxBody{Kind: q.Kind, Claim: q.Claim, Overdue: q.Overdue}
 	for _, k := range kinds {
 		if q.Kind == "" || q.Kind == k.Kind {
 			b.Total += k.N
@@ -279,17 +321,37 @@ func (d *desk) loadInbox(ctx context.Context, q inboxQuery) (views.InboxBody, er
 			URL: "/inbox?" + url.Values{"kind": {k.Kind}}.Encode(), Active: k.Kind == q.Kind})
 	}
 	now := time.Now()
+	taskIDs := make([]string, 0, len(entries))
 	for _, e := range entries {
-		b.Items = append(b.Items, views.InboxItem{InterruptID: e.ID, TaskID: e.TaskID, TaskTitle: e.Task.Title,
+		taskIDs = append(taskIDs, e.TaskID)
+	}
+	viewers, err := d.s.store.PresenceCounts(ctx, taskIDs)
+	if err != nil {
+		return views.InboxBody{}, err
+	}
+	for _, e := range entries {
+		it := views.InboxItem{InterruptID: e.ID, TaskID: e.TaskID, TaskTitle: e.Task.Title,
 			Workflow: e.Task.Workflow, Node: e.Node, Kind: e.Kind, Title: e.Payload.Title,
 			Question: excerpt(e.Payload.Question, 200), Iteration: e.Iteration, Created: e.CreatedAt,
-			Waiting: waited(now.Sub(e.CreatedAt)), NotBy: d.notBy(e.Kind, e.Task.CreatedBy)})
+			Waiting: waited(now.Sub(e.CreatedAt)), Deadline: e.Deadline, Overdue: e.Overdue,
+			Level: e.EscalationLevel, Holder: e.ClaimedBy, Viewers: viewers[e.TaskID],
+			NotBy: d.notBy(e.Kind, e.Task.CreatedBy)}
+		if e.Deadline != nil {
+			it.DueIn = dueIn(e.Deadline.Sub(now))
+			it.Overdue = it.Overdue || !e.Deadline.After(now)
+		}
+		b.Items = append(b.Items, it)
+	}
+	if q.Claim != "" || q.Overdue {
+		b.Total = len(b.Items)
 	}
 	if next != nil {
-		v := url.Values{"after": {base64.RawURLEncoding.EncodeToString([]byte(next.CreatedAt.UTC().Format(time.RFC3339Nano) + " " + next.ID))}}
-		if q.Kind != "" {
-			v.Set("kind", q.Kind)
+		cur := next.CreatedAt.UTC().Format(time.RFC3339Nano) + " " + next.ID
+		if next.Due != nil {
+			cur += " " + next.Due.UTC().Format(time.RFC3339Nano)
 		}
+		v := q.values()
+		v.Set("after", base64.RawURLEncoding.EncodeToString([]byte(cur)))
 		b.NextURL = "/inbox?" + v.Encode()
 	}
 	if q.Cursor != nil {
@@ -305,10 +367,17 @@ func (d *desk) loadInbox(ctx context.Context, q inboxQuery) (views.InboxBody, er
 	for _, it := range items {
 		ids = append(ids, it.InterruptID)
 	}
+	// What each item shows of time, claims and presence changes it too
+	// (the minutes of "due in" as well).
+	var facts []string
+	for _, it := range items {
+		facts = append(facts, fmt.Sprintf("%s|%s|%t|%d|%s|%d", it.InterruptID, it.DueIn, it.Overdue, it.Level, it.Holder, it.Viewers))
+	}
 	b.Version = version(struct {
-		B   views.InboxBody
-		IDs []string
-	}{b, ids})
+		B     views.InboxBody
+		IDs   []string
+		Facts []string
+	}{b, ids, facts})
 	b.Items = items
 	return b, nil
 }

@@ -442,10 +442,14 @@ func (d *desk) artifactsView(td *taskData, sel artifactSel) views.ArtifactsView 
 // so far included: each one changes it).
 func interruptKey(td *taskData) string {
 	if td.pending != nil {
+		// What the area shows of the interrupt in time: its claim, its
+		// overdue mark and escalation level.
+		k := "p:" + td.pending.ID + ":" + td.pending.ClaimedBy + ":" + strconv.FormatBool(td.pending.Overdue) + ":" +
+			strconv.Itoa(td.pending.EscalationLevel)
 		if n := len(td.approvals[td.pending.ID]); n > 0 {
-			return "p:" + td.pending.ID + ":" + strconv.Itoa(n)
+			return k + ":" + strconv.Itoa(n)
 		}
-		return "p:" + td.pending.ID
+		return k
 	}
 	if n := len(td.decisions); n > 0 {
 		return "d:" + td.decisions[n-1].ID + ":" + string(td.task.Status)
@@ -508,7 +512,11 @@ func verb(action string) string {
 func (d *desk) pendingForm(td *taskData, itr *graph.Interrupt) *views.PendingForm {
 	p := &views.PendingForm{InterruptID: itr.ID, Kind: itr.Kind, Node: itr.Node, Type: itr.Payload.Type,
 		Title: itr.Payload.Title, Question: itr.Payload.Question, Iteration: itr.Iteration, Created: itr.CreatedAt,
-		Errors: map[string]string{}}
+		Errors: map[string]string{}, Deadline: itr.Deadline, Overdue: itr.Overdue, Level: itr.EscalationLevel,
+		ClaimedBy: itr.ClaimedBy, PayloadSHA256: itr.PayloadSHA256}
+	if itr.Deadline != nil {
+		p.DueIn = dueIn(time.Until(*itr.Deadline))
+	}
 	for _, a := range itr.Payload.Actions {
 		switch a {
 		case graph.ActionApprove:
@@ -747,6 +755,7 @@ func (d *desk) decideForm(c echo.Context) error {
 	action := strings.TrimSpace(c.FormValue("action"))
 	feedback := c.FormValue("feedback")
 	value := c.FormValue("value")
+	seen := strings.TrimSpace(c.FormValue("payload_sha256"))
 	who := userOf(ctx)
 	// The task and the interrupt named, in one statement: the Decider
 	// checks and records on them without reading either again.
@@ -765,7 +774,8 @@ func (d *desk) decideForm(c echo.Context) error {
 	// The decision is the signed-in principal's, under the approval policy.
 	lease, settle := d.s.offerWorker()
 	out, decideErr := d.s.decider.DecideOn(ctx, who.p, auth.Subject{Task: t, Interrupt: itr},
-		graph.DecisionInput{InterruptID: itrID, Action: action, Feedback: feedback, Value: raw, Lease: lease})
+		graph.DecisionInput{InterruptID: itrID, Action: action, Feedback: feedback, Value: raw, Lease: lease,
+			PayloadSHA256: seen})
 	settle(id)
 	var (
 		ve   *graph.ValidationError

@@ -71,6 +71,9 @@ type Deps struct {
 	// WebhookAllowPrivate lets /admin/webhooks add endpoints on loopback,
 	// private and link-local addresses (GATEHOUSE_WEBHOOK_ALLOW_PRIVATE).
 	WebhookAllowPrivate bool
+	// ClaimTTL is how long a claim on an interrupt lasts unless renewed
+	// (GATEHOUSE_CLAIM_TTL; 0: 30 minutes).
+	ClaimTTL time.Duration
 }
 
 // apiPrefix is where the JSON API lives.
@@ -103,6 +106,8 @@ type Server struct {
 
 	auth       *auth.Service
 	decider    *auth.Decider
+	claimTTL   time.Duration
+	presence   *presenceHub
 	trustProxy bool
 	// roles is the least role of every route ("" public), by "METHOD path".
 	roles map[string]auth.Role
@@ -149,6 +154,14 @@ func New(d Deps) *Server {
 	}
 	if s.decider == nil {
 		s.decider = auth.NewDecider(d.Engine, d.Store, auth.DefaultPolicy(), log.With("component", "auth"))
+	}
+	s.presence = newPresenceHub()
+	if d.Hub != nil {
+		d.Hub.OnNotify(postgres.ChannelPresence, s.presence.changed)
+	}
+	s.claimTTL = d.ClaimTTL
+	if s.claimTTL <= 0 {
+		s.claimTTL = DefaultClaimTTL
 	}
 	s.openapi = openAPIDocument(d.Version)
 	s.upgrader = websocket.Upgrader{
@@ -217,6 +230,9 @@ func (s *Server) routes() {
 	api(get, "/tasks/:id/forks", viewer, s.listForks)
 	api(get, "/tasks/:id/stream", viewer, s.stream)
 	api(get, "/interrupts", viewer, s.listInterrupts)
+	api(get, "/interrupts/:id", viewer, s.getInterrupt)
+	api(post, "/interrupts/:id/claim", approver, s.claimInterrupt)
+	api(http.MethodDelete, "/interrupts/:id/claim", approver, s.releaseInterrupt)
 	api(get, "/audit", admin, s.auditAPI)
 	api(get, "/analytics", viewer, s.analyticsAPI)
 

@@ -121,13 +121,14 @@ const auditList = `-- name: AuditList :many
  LIMIT $1::int)
 UNION ALL
 (SELECT e.created_at AS at,
-        COALESCE(e.data ->> 'decided_by', e.data ->> 'approved_by', e.data ->> 'cancelled_by',
+        COALESCE(e.data ->> 'actor', e.data ->> 'decided_by', e.data ->> 'approved_by', e.data ->> 'cancelled_by',
                  e.data ->> 'retried_by', e.data ->> 'created_by', '')::text AS actor,
         e.type AS kind, e.task_id::text AS subject, e.data, e.task_id AS task_id, e.seq AS seq, 0::bigint AS audit_id
  FROM task_events e
- WHERE e.type IN ('task.created', 'decision.recorded', 'approval.recorded', 'task.cancelled', 'task.retried')
+ WHERE e.type IN ('task.created', 'decision.recorded', 'approval.recorded', 'task.cancelled', 'task.retried',
+                  'interrupt.expired', 'interrupt.claimed', 'interrupt.released', 'interrupt.taken_over')
    AND ($2::text = ''
-        OR COALESCE(e.data ->> 'decided_by', e.data ->> 'approved_by', e.data ->> 'cancelled_by',
+        OR COALESCE(e.data ->> 'actor', e.data ->> 'decided_by', e.data ->> 'approved_by', e.data ->> 'cancelled_by',
                     e.data ->> 'retried_by', e.data ->> 'created_by', '') = $2::text)
    AND ($3::text = '' OR e.type = $3::text OR e.type LIKE $3::text || '.%')
    AND e.created_at >= $4::timestamptz AND e.created_at < $5::timestamptz
@@ -196,7 +197,7 @@ func (q *Queries) AuditList(ctx context.Context, arg AuditListParams) ([]AuditLi
 }
 
 const interruptLock = `-- name: InterruptLock :one
-SELECT id, task_id, node, kind, iteration, payload, status, created_at, resolved_at FROM interrupts WHERE id = $1 FOR UPDATE
+SELECT id, task_id, node, kind, iteration, payload, status, created_at, resolved_at, deadline_at, overdue, escalation_level, claimed_by, claim_expires_at, payload_sha256 FROM interrupts WHERE id = $1 FOR UPDATE
 `
 
 // InterruptLock reads an interrupt and locks it until the transaction ends
@@ -214,6 +215,12 @@ func (q *Queries) InterruptLock(ctx context.Context, id uuid.UUID) (Interrupt, e
 		&i.Status,
 		&i.CreatedAt,
 		&i.ResolvedAt,
+		&i.DeadlineAt,
+		&i.Overdue,
+		&i.EscalationLevel,
+		&i.ClaimedBy,
+		&i.ClaimExpiresAt,
+		&i.PayloadSha256,
 	)
 	return i, err
 }

@@ -16,7 +16,9 @@ import (
 const decisionSubject = `-- name: DecisionSubject :one
 SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error, t.event_seq, t.lease_owner, t.lease_expires_at, t.lease_fence, t.last_owner, t.created_by, t.created_at, t.updated_at, t.completed_at, t.definition_version, t.forked_from_task, t.forked_from_step,
        i.id AS i_id, i.task_id AS i_task_id, i.node AS i_node, i.kind AS i_kind, i.iteration AS i_iteration,
-       i.payload AS i_payload, i.status AS i_status, i.created_at AS i_created_at, i.resolved_at AS i_resolved_at
+       i.payload AS i_payload, i.status AS i_status, i.created_at AS i_created_at, i.resolved_at AS i_resolved_at,
+       i.deadline_at AS i_deadline_at, i.overdue AS i_overdue, i.escalation_level AS i_escalation_level,
+       i.claimed_by AS i_claimed_by, i.claim_expires_at AS i_claim_expires_at, i.payload_sha256 AS i_payload_sha256
 FROM tasks t
 LEFT JOIN interrupts i ON i.id = $1::uuid
 WHERE t.id = $2::uuid
@@ -28,16 +30,22 @@ type DecisionSubjectParams struct {
 }
 
 type DecisionSubjectRow struct {
-	Task        Task
-	IID         *uuid.UUID
-	ITaskID     *uuid.UUID
-	INode       *string
-	IKind       *string
-	IIteration  *int32
-	IPayload    json.RawMessage
-	IStatus     *string
-	ICreatedAt  *time.Time
-	IResolvedAt *time.Time
+	Task             Task
+	IID              *uuid.UUID
+	ITaskID          *uuid.UUID
+	INode            *string
+	IKind            *string
+	IIteration       *int32
+	IPayload         json.RawMessage
+	IStatus          *string
+	ICreatedAt       *time.Time
+	IResolvedAt      *time.Time
+	IDeadlineAt      *time.Time
+	IOverdue         *bool
+	IEscalationLevel *int32
+	IClaimedBy       *string
+	IClaimExpiresAt  *time.Time
+	IPayloadSha256   *string
 }
 
 // DecisionSubject is what a decision is about, in one round trip: the task
@@ -78,6 +86,12 @@ func (q *Queries) DecisionSubject(ctx context.Context, arg DecisionSubjectParams
 		&i.IStatus,
 		&i.ICreatedAt,
 		&i.IResolvedAt,
+		&i.IDeadlineAt,
+		&i.IOverdue,
+		&i.IEscalationLevel,
+		&i.IClaimedBy,
+		&i.IClaimExpiresAt,
+		&i.IPayloadSha256,
 	)
 	return i, err
 }
@@ -85,23 +99,31 @@ func (q *Queries) DecisionSubject(ctx context.Context, arg DecisionSubjectParams
 const taskWithPending = `-- name: TaskWithPending :one
 SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error, t.event_seq, t.lease_owner, t.lease_expires_at, t.lease_fence, t.last_owner, t.created_by, t.created_at, t.updated_at, t.completed_at, t.definition_version, t.forked_from_task, t.forked_from_step,
        i.id AS i_id, i.task_id AS i_task_id, i.node AS i_node, i.kind AS i_kind, i.iteration AS i_iteration,
-       i.payload AS i_payload, i.status AS i_status, i.created_at AS i_created_at, i.resolved_at AS i_resolved_at
+       i.payload AS i_payload, i.status AS i_status, i.created_at AS i_created_at, i.resolved_at AS i_resolved_at,
+       i.deadline_at AS i_deadline_at, i.overdue AS i_overdue, i.escalation_level AS i_escalation_level,
+       i.claimed_by AS i_claimed_by, i.claim_expires_at AS i_claim_expires_at, i.payload_sha256 AS i_payload_sha256
 FROM tasks t
 LEFT JOIN interrupts i ON i.task_id = t.id AND i.status = 'pending'
 WHERE t.id = $1::uuid
 `
 
 type TaskWithPendingRow struct {
-	Task        Task
-	IID         *uuid.UUID
-	ITaskID     *uuid.UUID
-	INode       *string
-	IKind       *string
-	IIteration  *int32
-	IPayload    json.RawMessage
-	IStatus     *string
-	ICreatedAt  *time.Time
-	IResolvedAt *time.Time
+	Task             Task
+	IID              *uuid.UUID
+	ITaskID          *uuid.UUID
+	INode            *string
+	IKind            *string
+	IIteration       *int32
+	IPayload         json.RawMessage
+	IStatus          *string
+	ICreatedAt       *time.Time
+	IResolvedAt      *time.Time
+	IDeadlineAt      *time.Time
+	IOverdue         *bool
+	IEscalationLevel *int32
+	IClaimedBy       *string
+	IClaimExpiresAt  *time.Time
+	IPayloadSha256   *string
 }
 
 // TaskWithPending is a task with the interrupt it waits on, in one round
@@ -142,6 +164,12 @@ func (q *Queries) TaskWithPending(ctx context.Context, taskID uuid.UUID) (TaskWi
 		&i.IStatus,
 		&i.ICreatedAt,
 		&i.IResolvedAt,
+		&i.IDeadlineAt,
+		&i.IOverdue,
+		&i.IEscalationLevel,
+		&i.IClaimedBy,
+		&i.IClaimExpiresAt,
+		&i.IPayloadSha256,
 	)
 	return i, err
 }

@@ -14,7 +14,7 @@ import (
 )
 
 const decisionListByTask = `-- name: DecisionListByTask :many
-SELECT id, interrupt_id, task_id, action, feedback, value, decided_by, decided_at FROM decisions WHERE task_id = $1 ORDER BY decided_at, id
+SELECT id, interrupt_id, task_id, action, feedback, value, decided_by, decided_at, payload_sha256 FROM decisions WHERE task_id = $1 ORDER BY decided_at, id
 `
 
 func (q *Queries) DecisionListByTask(ctx context.Context, taskID uuid.UUID) ([]Decision, error) {
@@ -35,6 +35,7 @@ func (q *Queries) DecisionListByTask(ctx context.Context, taskID uuid.UUID) ([]D
 			&i.Value,
 			&i.DecidedBy,
 			&i.DecidedAt,
+			&i.PayloadSha256,
 		); err != nil {
 			return nil, err
 		}
@@ -48,27 +49,32 @@ func (q *Queries) DecisionListByTask(ctx context.Context, taskID uuid.UUID) ([]D
 
 const decisionRecord = `-- name: DecisionRecord :one
 WITH i AS (
-    UPDATE interrupts SET status = 'resolved', resolved_at = now()
+    UPDATE interrupts SET status = 'resolved', resolved_at = now(), claimed_by = NULL, claim_expires_at = NULL
     WHERE id = $1::uuid AND task_id = $2::uuid AND status = 'pending'
-    RETURNING id, resolved_at
+      -- a claim of someone else's bars the decision (SPEC §11)
+      AND (claimed_by IS NULL OR claim_expires_at <= now() OR claimed_by = $3::text)
+      -- the decider saw what is decided on, when they say what they saw
+      AND ($4::text = '' OR payload_sha256 = '' OR payload_sha256 = $4::text)
+    RETURNING id, resolved_at, payload_sha256
 ), d AS (
-    INSERT INTO decisions (interrupt_id, task_id, action, feedback, value, decided_by, decided_at)
-    SELECT i.id, $2::uuid, $3::text, $4::text, $5::jsonb, $6::text, i.resolved_at
+    INSERT INTO decisions (interrupt_id, task_id, action, feedback, value, decided_by, decided_at, payload_sha256)
+    SELECT i.id, $2::uuid, $5::text, $6::text, $7::jsonb, $3::text, i.resolved_at,
+           i.payload_sha256
     FROM i
     RETURNING id, decided_at
 ), t AS (
     -- In SET, tasks.status is the status before this update.
     UPDATE tasks
-    SET status           = CASE WHEN $7::text <> '' AND tasks.status = 'waiting'
+    SET status           = CASE WHEN $8::text <> '' AND tasks.status = 'waiting'
                                 THEN 'running' ELSE 'queued' END,
-        lease_owner      = CASE WHEN $7::text <> '' AND tasks.status = 'waiting'
-                                THEN $7::text ELSE tasks.lease_owner END,
-        last_owner       = CASE WHEN $7::text <> '' AND tasks.status = 'waiting'
-                                THEN $7::text ELSE tasks.last_owner END,
-        lease_expires_at = CASE WHEN $7::text <> '' AND tasks.status = 'waiting'
-                                THEN now() + $8::float8 * interval '1 second'
+        lease_owner      = CASE WHEN $8::text <> '' AND tasks.status = 'waiting'
+                                THEN $8::text ELSE tasks.lease_owner END,
+        last_owner       = CASE WHEN $8::text <> '' AND tasks.status = 'waiting'
+                                THEN $8::text ELSE tasks.last_owner END,
+        lease_expires_at = CASE WHEN $8::text <> '' AND tasks.status = 'waiting'
+                                THEN now() + $9::float8 * interval '1 second'
                                 ELSE tasks.lease_expires_at END,
-        lease_fence      = CASE WHEN $7::text <> '' AND tasks.status = 'waiting'
+        lease_fence      = CASE WHEN $8::text <> '' AND tasks.status = 'waiting'
                                 THEN tasks.lease_fence + 1 ELSE tasks.lease_fence END,
         event_seq        = tasks.event_seq + 1,
         updated_at       = now()
@@ -76,21 +82,22 @@ WITH i AS (
     RETURNING tasks.event_seq, tasks.lease_fence, tasks.status
 ), e AS (
     INSERT INTO task_events (task_id, seq, type, node, iteration, phase, data, created_at)
-    SELECT $2::uuid, t.event_seq, $9::text, $10::text, $11::int, $12::text, $13::jsonb,
-           $14::timestamptz
+    SELECT $2::uuid, t.event_seq, $10::text, $11::text, $12::int, $13::text, $14::jsonb,
+           $15::timestamptz
     FROM t
     RETURNING seq
 )
-SELECT d.id, d.decided_at, e.seq, t.lease_fence, (t.status = 'running')::bool AS leased FROM d, e, t
+SELECT d.id, d.decided_at, e.seq, t.lease_fence, (t.status = 'running')::bool AS leased, i.payload_sha256 FROM d, e, t, i
 `
 
 type DecisionRecordParams struct {
 	InterruptID     uuid.UUID
 	TaskID          uuid.UUID
+	DecidedBy       string
+	PayloadSha256   string
 	Action          string
 	Feedback        string
 	Value           json.RawMessage
-	DecidedBy       string
 	LeaseOwner      string
 	LeaseTtlSeconds float64
 	Type            string
@@ -102,11 +109,12 @@ type DecisionRecordParams struct {
 }
 
 type DecisionRecordRow struct {
-	ID         uuid.UUID
-	DecidedAt  time.Time
-	Seq        int64
-	LeaseFence int64
-	Leased     bool
+	ID            uuid.UUID
+	DecidedAt     time.Time
+	Seq           int64
+	LeaseFence    int64
+	Leased        bool
+	PayloadSha256 string
 }
 
 // DecisionRecord is a decision in one statement: it resolves the pending
@@ -120,10 +128,11 @@ func (q *Queries) DecisionRecord(ctx context.Context, arg DecisionRecordParams) 
 	row := q.db.QueryRow(ctx, decisionRecord,
 		arg.InterruptID,
 		arg.TaskID,
+		arg.DecidedBy,
+		arg.PayloadSha256,
 		arg.Action,
 		arg.Feedback,
 		arg.Value,
-		arg.DecidedBy,
 		arg.LeaseOwner,
 		arg.LeaseTtlSeconds,
 		arg.Type,
@@ -140,6 +149,7 @@ func (q *Queries) DecisionRecord(ctx context.Context, arg DecisionRecordParams) 
 		&i.Seq,
 		&i.LeaseFence,
 		&i.Leased,
+		&i.PayloadSha256,
 	)
 	return i, err
 }

@@ -13,22 +13,33 @@ import (
 )
 
 const deskInboxPage = `-- name: DeskInboxPage :many
-SELECT i.id, i.task_id, i.node, i.kind, i.iteration, i.payload, i.status, i.created_at, i.resolved_at, t.title AS task_title, t.workflow AS task_workflow, t.created_by AS task_created_by
+SELECT i.id, i.task_id, i.node, i.kind, i.iteration, i.payload, i.status, i.created_at, i.resolved_at, i.deadline_at, i.overdue, i.escalation_level, i.claimed_by, i.claim_expires_at, i.payload_sha256, t.title AS task_title, t.workflow AS task_workflow, t.created_by AS task_created_by
 FROM interrupts i
 JOIN tasks t ON t.id = i.task_id
 WHERE i.status = 'pending'
   AND ($1::text IS NULL OR i.kind = $1::text)
-  AND (i.created_at, i.id) > (COALESCE($2::timestamptz, '-infinity'::timestamptz),
-                              COALESCE($3::uuid, '00000000-0000-0000-0000-000000000000'::uuid))
-ORDER BY i.created_at, i.id
-LIMIT $4::int
+  AND ($2::text = ''
+       OR ($2::text = 'mine' AND i.claimed_by = $3::text AND i.claim_expires_at > now())
+       OR ($2::text = 'unclaimed' AND (i.claimed_by IS NULL OR i.claim_expires_at <= now())))
+  AND (NOT $4::bool OR i.deadline_at <= now())
+  AND (COALESCE(i.deadline_at, 'infinity'::timestamptz), i.created_at, i.id) >
+      (COALESCE($5::timestamptz,
+                CASE WHEN $6::timestamptz IS NULL THEN '-infinity'::timestamptz ELSE 'infinity'::timestamptz END),
+       COALESCE($6::timestamptz, '-infinity'::timestamptz),
+       COALESCE($7::uuid, '00000000-0000-0000-0000-000000000000'::uuid))
+ORDER BY COALESCE(i.deadline_at, 'infinity'::timestamptz), i.created_at, i.id
+LIMIT $8::int
 `
 
 type DeskInboxPageParams struct {
-	Kind    *string
-	AfterAt *time.Time
-	AfterID *uuid.UUID
-	MaxRows int32
+	Kind     *string
+	Claim    string
+	Who      string
+	Overdue  bool
+	AfterDue *time.Time
+	AfterAt  *time.Time
+	AfterID  *uuid.UUID
+	MaxRows  int32
 }
 
 type DeskInboxPageRow struct {
@@ -38,13 +49,21 @@ type DeskInboxPageRow struct {
 	TaskCreatedBy string
 }
 
-// DeskInboxPage is one page of the inbox: pending interrupts, of one kind
-// or any, oldest first, by keyset on (created_at, id) after a cursor, each
-// with its task title and workflow. It walks interrupts_pending_idx. A
-// missing cursor reads from the start (minus infinity, the zero uuid).
+// DeskInboxPage is one page of the inbox as a work queue: pending
+// interrupts, of one kind or any, those with the nearest deadline first
+// (overdue ones first of all), then those without one, oldest first; by
+// keyset on (deadline or infinity, created_at, id) after a cursor, each
+// with its task title and workflow. Filters: claim 'mine' (held by who),
+// 'unclaimed' (nobody holds an unexpired claim); overdue (the deadline
+// passed). A missing cursor reads from the start; a cursor without a
+// deadline (after_at set, after_due NULL) continues among those without.
 func (q *Queries) DeskInboxPage(ctx context.Context, arg DeskInboxPageParams) ([]DeskInboxPageRow, error) {
 	rows, err := q.db.Query(ctx, deskInboxPage,
 		arg.Kind,
+		arg.Claim,
+		arg.Who,
+		arg.Overdue,
+		arg.AfterDue,
 		arg.AfterAt,
 		arg.AfterID,
 		arg.MaxRows,
@@ -66,6 +85,12 @@ func (q *Queries) DeskInboxPage(ctx context.Context, arg DeskInboxPageParams) ([
 			&i.Interrupt.Status,
 			&i.Interrupt.CreatedAt,
 			&i.Interrupt.ResolvedAt,
+			&i.Interrupt.DeadlineAt,
+			&i.Interrupt.Overdue,
+			&i.Interrupt.EscalationLevel,
+			&i.Interrupt.ClaimedBy,
+			&i.Interrupt.ClaimExpiresAt,
+			&i.Interrupt.PayloadSha256,
 			&i.TaskTitle,
 			&i.TaskWorkflow,
 			&i.TaskCreatedBy,

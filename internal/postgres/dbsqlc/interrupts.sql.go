@@ -54,7 +54,7 @@ func (q *Queries) InterruptCountPending(ctx context.Context) ([]InterruptCountPe
 }
 
 const interruptGet = `-- name: InterruptGet :one
-SELECT id, task_id, node, kind, iteration, payload, status, created_at, resolved_at FROM interrupts WHERE id = $1
+SELECT id, task_id, node, kind, iteration, payload, status, created_at, resolved_at, deadline_at, overdue, escalation_level, claimed_by, claim_expires_at, payload_sha256 FROM interrupts WHERE id = $1
 `
 
 func (q *Queries) InterruptGet(ctx context.Context, id uuid.UUID) (Interrupt, error) {
@@ -70,23 +70,31 @@ func (q *Queries) InterruptGet(ctx context.Context, id uuid.UUID) (Interrupt, er
 		&i.Status,
 		&i.CreatedAt,
 		&i.ResolvedAt,
+		&i.DeadlineAt,
+		&i.Overdue,
+		&i.EscalationLevel,
+		&i.ClaimedBy,
+		&i.ClaimExpiresAt,
+		&i.PayloadSha256,
 	)
 	return i, err
 }
 
 const interruptInsert = `-- name: InterruptInsert :exec
-INSERT INTO interrupts (id, task_id, node, kind, iteration, payload, status, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7)
+INSERT INTO interrupts (id, task_id, node, kind, iteration, payload, status, created_at, deadline_at, payload_sha256)
+VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, $9)
 `
 
 type InterruptInsertParams struct {
-	ID        uuid.UUID
-	TaskID    uuid.UUID
-	Node      string
-	Kind      string
-	Iteration int32
-	Payload   json.RawMessage
-	CreatedAt time.Time
+	ID            uuid.UUID
+	TaskID        uuid.UUID
+	Node          string
+	Kind          string
+	Iteration     int32
+	Payload       json.RawMessage
+	CreatedAt     time.Time
+	DeadlineAt    *time.Time
+	PayloadSha256 string
 }
 
 func (q *Queries) InterruptInsert(ctx context.Context, arg InterruptInsertParams) error {
@@ -98,12 +106,14 @@ func (q *Queries) InterruptInsert(ctx context.Context, arg InterruptInsertParams
 		arg.Iteration,
 		arg.Payload,
 		arg.CreatedAt,
+		arg.DeadlineAt,
+		arg.PayloadSha256,
 	)
 	return err
 }
 
 const interruptListByTask = `-- name: InterruptListByTask :many
-SELECT id, task_id, node, kind, iteration, payload, status, created_at, resolved_at FROM interrupts WHERE task_id = $1 ORDER BY created_at, id
+SELECT id, task_id, node, kind, iteration, payload, status, created_at, resolved_at, deadline_at, overdue, escalation_level, claimed_by, claim_expires_at, payload_sha256 FROM interrupts WHERE task_id = $1 ORDER BY created_at, id
 `
 
 func (q *Queries) InterruptListByTask(ctx context.Context, taskID uuid.UUID) ([]Interrupt, error) {
@@ -125,6 +135,12 @@ func (q *Queries) InterruptListByTask(ctx context.Context, taskID uuid.UUID) ([]
 			&i.Status,
 			&i.CreatedAt,
 			&i.ResolvedAt,
+			&i.DeadlineAt,
+			&i.Overdue,
+			&i.EscalationLevel,
+			&i.ClaimedBy,
+			&i.ClaimExpiresAt,
+			&i.PayloadSha256,
 		); err != nil {
 			return nil, err
 		}

@@ -53,7 +53,7 @@ func (q *Queries) CheckpointCurrent(ctx context.Context, taskID uuid.UUID) (Chec
 }
 
 const interruptList = `-- name: InterruptList :many
-SELECT i.id, i.task_id, i.node, i.kind, i.iteration, i.payload, i.status, i.created_at, i.resolved_at, t.title AS task_title, t.workflow AS task_workflow
+SELECT i.id, i.task_id, i.node, i.kind, i.iteration, i.payload, i.status, i.created_at, i.resolved_at, i.deadline_at, i.overdue, i.escalation_level, i.claimed_by, i.claim_expires_at, i.payload_sha256, t.title AS task_title, t.workflow AS task_workflow
 FROM interrupts i
 JOIN tasks t ON t.id = i.task_id
 WHERE i.status = $1::text
@@ -95,6 +95,12 @@ func (q *Queries) InterruptList(ctx context.Context, arg InterruptListParams) ([
 			&i.Interrupt.Status,
 			&i.Interrupt.CreatedAt,
 			&i.Interrupt.ResolvedAt,
+			&i.Interrupt.DeadlineAt,
+			&i.Interrupt.Overdue,
+			&i.Interrupt.EscalationLevel,
+			&i.Interrupt.ClaimedBy,
+			&i.Interrupt.ClaimExpiresAt,
+			&i.Interrupt.PayloadSha256,
 			&i.TaskTitle,
 			&i.TaskWorkflow,
 		); err != nil {
@@ -109,7 +115,7 @@ func (q *Queries) InterruptList(ctx context.Context, arg InterruptListParams) ([
 }
 
 const interruptPendingByTasks = `-- name: InterruptPendingByTasks :many
-SELECT id, task_id, node, kind, iteration, payload, status, created_at, resolved_at FROM interrupts
+SELECT id, task_id, node, kind, iteration, payload, status, created_at, resolved_at, deadline_at, overdue, escalation_level, claimed_by, claim_expires_at, payload_sha256 FROM interrupts
 WHERE task_id = ANY($1::uuid[]) AND status = 'pending'
 `
 
@@ -134,6 +140,12 @@ func (q *Queries) InterruptPendingByTasks(ctx context.Context, taskIds []uuid.UU
 			&i.Status,
 			&i.CreatedAt,
 			&i.ResolvedAt,
+			&i.DeadlineAt,
+			&i.Overdue,
+			&i.EscalationLevel,
+			&i.ClaimedBy,
+			&i.ClaimExpiresAt,
+			&i.PayloadSha256,
 		); err != nil {
 			return nil, err
 		}

@@ -116,26 +116,43 @@ type CheckpointHistory struct {
 }
 
 type Decision struct {
-	ID          uuid.UUID
-	InterruptID uuid.UUID
-	TaskID      uuid.UUID
-	Action      string
-	Feedback    string
-	Value       json.RawMessage
-	DecidedBy   string
-	DecidedAt   time.Time
+	ID            uuid.UUID
+	InterruptID   uuid.UUID
+	TaskID        uuid.UUID
+	Action        string
+	Feedback      string
+	Value         json.RawMessage
+	DecidedBy     string
+	DecidedAt     time.Time
+	PayloadSha256 string
 }
 
 type Interrupt struct {
-	ID         uuid.UUID
-	TaskID     uuid.UUID
-	Node       string
-	Kind       string
-	Iteration  int32
-	Payload    json.RawMessage
-	Status     string
-	CreatedAt  time.Time
-	ResolvedAt *time.Time
+	ID              uuid.UUID
+	TaskID          uuid.UUID
+	Node            string
+	Kind            string
+	Iteration       int32
+	Payload         json.RawMessage
+	Status          string
+	CreatedAt       time.Time
+	ResolvedAt      *time.Time
+	DeadlineAt      *time.Time
+	Overdue         bool
+	EscalationLevel int32
+	ClaimedBy       *string
+	ClaimExpiresAt  *time.Time
+	PayloadSha256   string
+}
+
+type InterruptTimer struct {
+	InterruptID uuid.UUID
+	TaskID      uuid.UUID
+	What        string
+	Step        int32
+	DueAt       time.Time
+	Action      string
+	OffsetS     float64
 }
 
 type InterruptView struct {
@@ -202,6 +219,13 @@ type OutboxAttempt struct {
 	StatusCode int32
 	Ok         bool
 	Error      string
+}
+
+type Presence struct {
+	TaskID   uuid.UUID
+	Viewer   string
+	Username string
+	SeenAt   time.Time
 }
 
 type RowCount struct {

@@ -255,7 +255,7 @@ func New(p llm.Provider, opts ...Option) (*graph.Graph[State], error) {
 		Node(NodeReviewDoc, w.reviewDoc, agentNode("The reviewer checks the drafts and may ask for a revision (review.json).")...).
 		Node(NodeFormatDoc, w.formatDoc, agentNode("The technical writer assembles the final document.")...).
 		Node(NodeHumanReview, humanReview, graph.WithDescription("A human approves the document (sdd.md) or sends it back.")).
-		Gate(NodeHumanReview, graph.Gate[State]{Kind: GateSDD, Option: OptionAllowSdd, Title: "Approve the software design document (sdd.md)",
+		Gate(NodeHumanReview, graph.Gate[State]{Kind: GateSDD, Option: OptionAllowSdd, AlwaysAsks: true, Title: "Approve the software design document (sdd.md)",
 			Artifact: ArtifactSDD, OnApprove: approve, OnReject: reject, RejectTo: NodeDraftHLD, OnEdit: edit}).
 		Edge(NodeDraftHLD, NodeDraftLLD).
 		Edge(NodeDraftLLD, NodeDesignDatabase).

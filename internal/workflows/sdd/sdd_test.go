@@ -20,7 +20,12 @@ import (
 
 const brief = "An invoice approval workflow for finance teams: invoices are uploaded, routed to approvers, and paid."
 
-const gatesClosed = `{"gates": {"allowSdd": false}}`
+const (
+	gatesClosed = `{"gates": {"allowSdd": false}}`
+	// allowSdd passes the human review: without it the sdd gate stops,
+	// gates option or not (seed 000: "Human Review Must Approve").
+	allowSdd = `{"gates": {"allowSdd": true}}`
+)
 
 func input(t testing.TB) string { return agenttest.JSON(t, sdd.Input{ProjectBrief: brief}) }
 
@@ -61,7 +66,7 @@ func TestRevisionLoopStopsAtMaxRevisions(t *testing.T) {
 		reviews = append(reviews, needsRevision(fmt.Sprintf("no auth section (review %d)", i)))
 	}
 	e := setup(t, map[string][]string{sdd.RoleReviewer: reviews})
-	id := e.Create(input(t), "")
+	id := e.Create(input(t), allowSdd)
 	e.Succeeds(id)
 
 	s := agenttest.State[sdd.State](e, id)
@@ -113,7 +118,7 @@ func TestRevisionLoopEndsWhenTheReviewerIsSatisfied(t *testing.T) {
 	e := setup(t, map[string][]string{sdd.RoleReviewer: {
 		"```json\n" + needsRevision("the LLD has no error model") + "\n```",
 		`Here is my review: {"needs_revision": false, "issues": [], "summary": "good"}`}})
-	id := e.Create(input(t), "")
+	id := e.Create(input(t), allowSdd)
 	e.Succeeds(id)
 	s := agenttest.State[sdd.State](e, id)
 	if s.RevisionCount != 1 || s.NeedsRevision || s.ForcedContinue || s.RevisionFeedback != "" {
@@ -125,7 +130,7 @@ func TestRevisionLoopEndsWhenTheReviewerIsSatisfied(t *testing.T) {
 func TestMaxRevisionsOption(t *testing.T) {
 	t.Parallel()
 	e := setup(t, map[string][]string{sdd.RoleReviewer: {needsRevision("always")}})
-	id := e.Create(input(t), `{"max_revisions": 1}`)
+	id := e.Create(input(t), `{"max_revisions": 1, "gates": {"allowSdd": true}}`)
 	e.Succeeds(id)
 	if s := agenttest.State[sdd.State](e, id); s.RevisionCount != 1 || !s.ForcedContinue || s.MaxRevisions != 1 {
 		t.Errorf("state = %+v", s)
@@ -238,7 +243,16 @@ func TestApprovalMakesTheDocumentFinal(t *testing.T) {
 			t.Errorf("sdd.md versions = %+v", arts)
 		}
 	})
-	t.Run("auto-approved without gates", func(t *testing.T) {
+	t.Run("stops without a gates option", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t, nil)
+		id := e.Create(input(t), "")
+		out := e.Run(id)
+		if out.Status != graph.StatusWaiting || out.Interrupt == nil || out.Interrupt.Kind != sdd.GateSDD {
+			t.Errorf("without options: %+v, want waiting at the sdd gate", out)
+		}
+	})
+	t.Run("auto-approved with allowSdd", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t, nil)
 		id := e.Create(input(t), `{"gates": {"allowSdd": true}}`)
@@ -252,7 +266,7 @@ func TestApprovalMakesTheDocumentFinal(t *testing.T) {
 func TestShortHLDFailsDraftLLD(t *testing.T) {
 	t.Parallel()
 	e := setup(t, map[string][]string{sdd.RoleArchitect: {"# HLD\n\nToo short to build on."}})
-	id := e.Create(input(t), "")
+	id := e.Create(input(t), allowSdd)
 	task := e.Fails(id)
 	const msg = "hld_draft is required and must be at least 100 characters"
 	if !strings.Contains(task.Error, msg) || !strings.Contains(task.Error, "draft_lld") {
@@ -273,7 +287,7 @@ func TestShortHLDFailsDraftLLD(t *testing.T) {
 func TestUnreadableReviewFails(t *testing.T) {
 	t.Parallel()
 	e := setup(t, map[string][]string{sdd.RoleReviewer: {"Looks fine to me."}})
-	task := e.Fails(e.Create(input(t), ""))
+	task := e.Fails(e.Create(input(t), allowSdd))
 	if !strings.Contains(task.Error, "review_doc") || !strings.Contains(task.Error, "not the JSON review") {
 		t.Errorf("error = %q", task.Error)
 	}

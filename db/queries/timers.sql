@@ -1,0 +1,104 @@
+-- Durable timers of interrupts (SPEC §11): deadlines, reminders and
+-- escalation steps. A keeper sleeps until TimerNextDue; TimersClaimDue
+-- deletes the due rows it takes (SKIP LOCKED: replicas share a burst), and
+-- the same transaction applies them, so each fires exactly once.
+
+-- name: TimersInsert :exec
+INSERT INTO interrupt_timers (interrupt_id, task_id, what, step, due_at, action, offset_s)
+SELECT @interrupt_id::uuid, @task_id::uuid, x.what, (@steps::int[])[x.ord], (@due_ats::timestamptz[])[x.ord],
+       (@actions::text[])[x.ord], (@offsets::float8[])[x.ord]
+FROM unnest(@whats::text[]) WITH ORDINALITY AS x(what, ord);
+
+-- name: TimerNextDue :one
+SELECT due_at FROM interrupt_timers ORDER BY due_at LIMIT 1;
+
+-- name: TimersClaimDue :many
+DELETE FROM interrupt_timers t
+USING (
+    SELECT interrupt_id, what, step FROM interrupt_timers
+    WHERE due_at <= now()
+    ORDER BY due_at
+    LIMIT @max_rows
+    FOR UPDATE SKIP LOCKED
+) d
+WHERE t.interrupt_id = d.interrupt_id AND t.what = d.what AND t.step = d.step
+RETURNING t.*;
+
+-- InterruptsExpire makes pending interrupts expired; those no longer
+-- pending (decided meanwhile: the row lock orders the two) are left alone
+-- and not returned.
+-- name: InterruptsExpire :many
+UPDATE interrupts i
+SET status = 'expired', resolved_at = now(), claimed_by = NULL, claim_expires_at = NULL
+WHERE i.id = ANY(@ids::uuid[]) AND i.status = 'pending'
+RETURNING i.id, i.task_id, i.node, i.kind, i.iteration, i.created_at, i.deadline_at, i.payload_sha256;
+
+-- name: InterruptsMarkOverdue :many
+UPDATE interrupts i
+SET overdue = true
+WHERE i.id = ANY(@ids::uuid[]) AND i.status = 'pending' AND NOT i.overdue
+RETURNING i.id, i.task_id, i.node, i.kind, i.iteration, i.created_at, i.deadline_at;
+
+-- name: InterruptsEscalate :many
+UPDATE interrupts i
+SET escalation_level = (@levels::int[])[x.ord]
+FROM unnest(@ids::uuid[]) WITH ORDINALITY AS x(id, ord)
+WHERE i.id = x.id AND i.status = 'pending' AND i.escalation_level < (@levels::int[])[x.ord]
+RETURNING i.id, i.task_id, i.node, i.kind, i.iteration, i.escalation_level;
+
+-- InterruptsLockPending locks the pending interrupts among ids (a
+-- reminder is written only for one still pending).
+-- name: InterruptsLockPending :many
+SELECT i.id, i.task_id, i.node, i.kind, i.iteration, i.escalation_level, i.deadline_at
+FROM interrupts i
+WHERE i.id = ANY(@ids::uuid[]) AND i.status = 'pending'
+FOR UPDATE;
+
+-- name: TasksFail :exec
+UPDATE tasks t
+SET status = 'failed', error = (@errors::text[])[x.ord], updated_at = now(), completed_at = now(),
+    lease_owner = NULL, lease_expires_at = NULL, lease_fence = t.lease_fence + 1
+FROM unnest(@ids::uuid[]) WITH ORDINALITY AS x(id, ord)
+WHERE t.id = x.id AND t.status NOT IN ('succeeded', 'failed', 'cancelled');
+
+-- name: TasksCancel :exec
+UPDATE tasks t
+SET status = 'cancelled', updated_at = now(), completed_at = now(),
+    lease_owner = NULL, lease_expires_at = NULL, lease_fence = t.lease_fence + 1
+WHERE t.id = ANY(@ids::uuid[]) AND t.status NOT IN ('succeeded', 'failed', 'cancelled');
+
+-- TasksApproveOnTimeout records system's approval of expired interrupts
+-- and makes their tasks runnable.
+-- name: TasksApproveOnTimeout :exec
+WITH d AS (
+    INSERT INTO decisions (interrupt_id, task_id, action, feedback, decided_by, payload_sha256)
+    SELECT x.interrupt_id, (@task_ids::uuid[])[x.ord], 'approve', '', 'system', (@shas::text[])[x.ord]
+    FROM unnest(@interrupt_ids::uuid[]) WITH ORDINALITY AS x(interrupt_id, ord)
+    RETURNING task_id
+)
+UPDATE tasks t SET status = 'queued', updated_at = now()
+FROM d
+WHERE t.id = d.task_id AND t.status = 'waiting';
+
+-- EventsAppend appends events to any number of tasks in one statement,
+-- each task's seqs gap-free from tasks.event_seq, in the order given. It is
+-- the event path of writes outside node runs that touch many tasks at once
+-- (timers).
+-- name: EventsAppend :many
+WITH ev AS (
+    SELECT x.task_id, (@types::text[])[x.ord] AS type, (@nodes::text[])[x.ord] AS node,
+           (@iterations::int[])[x.ord] AS iteration, ((@datas::text[])[x.ord])::jsonb AS data, x.ord
+    FROM unnest(@task_ids::uuid[]) WITH ORDINALITY AS x(task_id, ord)
+), n AS (
+    SELECT task_id, count(*)::bigint AS n FROM ev GROUP BY task_id
+), t AS (
+    UPDATE tasks SET event_seq = tasks.event_seq + n.n, updated_at = now()
+    FROM n
+    WHERE tasks.id = n.task_id
+    RETURNING tasks.id, tasks.event_seq - n.n AS base
+)
+INSERT INTO task_events (task_id, seq, type, node, iteration, data, created_at)
+SELECT ev.task_id, t.base + row_number() OVER (PARTITION BY ev.task_id ORDER BY ev.ord), ev.type, ev.node,
+       ev.iteration, ev.data, now()
+FROM ev JOIN t ON t.id = ev.task_id
+RETURNING task_id, seq;
