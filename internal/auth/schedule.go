@@ -56,3 +56,10 @@ func refStrings(rs []DeciderRef) []string {
 	}
 	return out
 }
+
+// WithGroups lets an audience built from bare references (Added) expand
+// the policy's groups.
+func (a Audience) WithGroups(p Policy) Audience {
+	a.groups = p.groups
+	return a
+}

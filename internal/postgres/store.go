@@ -382,7 +382,7 @@ func (s *Store) Decide(ctx context.Context, d *graph.Decision, ev *graph.Event) 
 	b := &pgx.Batch{}
 	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.DecisionRecord(ctx, p); return err }).
 		QueryRow(func(r pgx.Row) error {
-			return r.Scan(&row.ID, &row.DecidedAt, &row.Seq, &row.LeaseFence, &row.Leased)
+			return r.Scan(&row.ID, &row.DecidedAt, &row.Seq, &row.LeaseFence, &row.Leased, &row.PayloadSha256)
 		})
 	s.queueOutbox(ctx, b, tid, &outboxEvent{event: notify.EventDecided, interruptID: &iid, mode: "none", ifDecided: true}, &notices)
 	err := s.pool.SendBatch(ctx, b).Close()

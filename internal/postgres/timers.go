@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/notify"
 	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
 )
 
@@ -39,6 +40,9 @@ type TimerPolicy interface {
 	ReminderTo(kind string, level int) []string
 	// Added names whom escalation step level of kind adds.
 	Added(kind string, level int) []string
+	// AddedUsers names the users escalation step level of kind adds
+	// (user: refs and group members), the people its notice mails.
+	AddedUsers(kind string, level int) []string
 }
 
 // NextTimer returns when the earliest timer is due; ok false when none is
@@ -104,12 +108,14 @@ func isRetryable(err error) bool {
 	return false
 }
 
-// timerEvent is one event the firing writes, before it has a seq.
+// timerEvent is one event the firing writes, before it has a seq, with
+// the notifications it causes (SPEC §12's outbox, same transaction).
 type timerEvent struct {
 	task      uuid.UUID
 	typ, node string
 	iteration int32
 	data      map[string]any
+	notice    *outboxEvent
 }
 
 func (s *Store) fireTimers(ctx context.Context, limit int, pol TimerPolicy) (int, []note, error) {
@@ -174,13 +180,16 @@ func (s *Store) fireTimers(ctx context.Context, limit int, pol TimerPolicy) (int
 			return 0, nil, fmt.Errorf("fire timers: escalate: %w", err)
 		}
 		for _, r := range rows {
-			var added []string
+			var added, users []string
 			if pol != nil {
 				added = pol.Added(r.Kind, int(r.EscalationLevel))
+				users = pol.AddedUsers(r.Kind, int(r.EscalationLevel))
 			}
+			rid := r.ID
 			evs = append(evs, timerEvent{task: r.TaskID, typ: EventInterruptEscalated, node: r.Node, iteration: r.Iteration,
 				data: map[string]any{"interrupt_id": r.ID.String(), "kind": r.Kind, "actor": systemActor,
-					"level": r.EscalationLevel, "added": orEmptyStrings(added)}})
+					"level": r.EscalationLevel, "added": orEmptyStrings(added)},
+				notice: &outboxEvent{event: notify.EventEscalated, interruptID: &rid, kind: r.Kind, mode: "users", users: orEmptyStrings(users)}})
 		}
 	}
 	if len(remind) > 0 {
@@ -199,7 +208,9 @@ func (s *Store) fireTimers(ctx context.Context, limit int, pol TimerPolicy) (int
 				if r.DeadlineAt != nil {
 					data["deadline"] = r.DeadlineAt.UTC().Format(time.RFC3339Nano)
 				}
-				evs = append(evs, timerEvent{task: r.TaskID, typ: EventInterruptReminder, node: r.Node, iteration: r.Iteration, data: data})
+				rid := r.ID
+				evs = append(evs, timerEvent{task: r.TaskID, typ: EventInterruptReminder, node: r.Node, iteration: r.Iteration, data: data,
+					notice: &outboxEvent{event: notify.EventReminder, interruptID: &rid, kind: r.Kind, mode: "deciders", ifDecided: false}})
 			}
 		}
 	}
@@ -219,18 +230,22 @@ func (s *Store) fireTimers(ctx context.Context, limit int, pol TimerPolicy) (int
 			if r.DeadlineAt != nil {
 				data["deadline"] = r.DeadlineAt.UTC().Format(time.RFC3339Nano)
 			}
-			evs = append(evs, timerEvent{task: r.TaskID, typ: EventInterruptExpired, node: r.Node, iteration: r.Iteration, data: data})
+			rid := r.ID
+			evs = append(evs, timerEvent{task: r.TaskID, typ: EventInterruptExpired, node: r.Node, iteration: r.Iteration, data: data,
+				notice: &outboxEvent{event: notify.EventExpired, interruptID: &rid, kind: r.Kind, mode: "none"}})
 			switch act {
 			case "fail":
 				msg := fmt.Sprintf("deadline passed: %s at %s waited %s", r.Kind, r.Node, w)
 				failIDs, failErrs = append(failIDs, r.TaskID), append(failErrs, msg)
 				evs = append(evs, timerEvent{task: r.TaskID, typ: graph.EventTaskFailed, node: r.Node, iteration: r.Iteration,
-					data: map[string]any{"error": msg, "actor": systemActor, "interrupt_id": r.ID.String()}})
+					data:   map[string]any{"error": msg, "actor": systemActor, "interrupt_id": r.ID.String()},
+					notice: &outboxEvent{event: notify.EventFailed, mode: "creator"}})
 			case "cancel":
 				cancelIDs = append(cancelIDs, r.TaskID)
 				evs = append(evs, timerEvent{task: r.TaskID, typ: graph.EventTaskCancelled, node: r.Node, iteration: r.Iteration,
 					data: map[string]any{"cancelled_by": systemActor, "actor": systemActor, "reason": "deadline passed",
-						"interrupt_id": r.ID.String()}})
+						"interrupt_id": r.ID.String()},
+					notice: &outboxEvent{event: notify.EventCancelled, mode: "creator"}})
 			case "approve":
 				apprItr, apprTask, apprSha = append(apprItr, r.ID), append(apprTask, r.TaskID), append(apprSha, r.PayloadSha256)
 				d := map[string]any{"interrupt_id": r.ID.String(), "kind": r.Kind, "action": graph.ActionApprove, "feedback": "",
@@ -238,7 +253,8 @@ func (s *Store) fireTimers(ctx context.Context, limit int, pol TimerPolicy) (int
 				if r.PayloadSha256 != "" {
 					d["payload_sha256"] = r.PayloadSha256
 				}
-				evs = append(evs, timerEvent{task: r.TaskID, typ: graph.EventDecisionRecorded, node: r.Node, iteration: r.Iteration, data: d})
+				evs = append(evs, timerEvent{task: r.TaskID, typ: graph.EventDecisionRecorded, node: r.Node, iteration: r.Iteration, data: d,
+					notice: &outboxEvent{event: notify.EventDecided, interruptID: &rid, kind: r.Kind, mode: "none"}})
 				runnable = append(runnable, r.TaskID)
 			}
 		}
@@ -277,9 +293,16 @@ func (s *Store) fireTimers(ctx context.Context, limit int, pol TimerPolicy) (int
 	if err != nil {
 		return 0, nil, err
 	}
+	// The notifications of these events, in their transaction: none is
+	// lost in a crash, none sent for a firing that did not commit.
+	sent, err := s.enqueueNotices(ctx, tx, evs)
+	if err != nil {
+		return 0, nil, err
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, nil, fmt.Errorf("fire timers: commit: %w", err)
 	}
+	s.outboxWritten(ctx, sent)
 	for _, id := range runnable {
 		notes = append(notes, note{task: id.String()})
 	}
@@ -354,3 +377,26 @@ func shortDuration(d time.Duration) string {
 // its earliest due time (the timekeeper of this replica). Call it before
 // the Store is used concurrently.
 func (s *Store) OnTimer(f func(due time.Time)) { s.onTimer = f }
+
+// enqueueNotices writes the outbox rows of evs in tx, in one round trip.
+func (s *Store) enqueueNotices(ctx context.Context, tx pgx.Tx, evs []timerEvent) (int32, error) {
+	b := &pgx.Batch{}
+	counts := make([]int32, 0, len(evs))
+	for _, e := range evs {
+		if e.notice != nil {
+			counts = append(counts, 0)
+			s.queueOutbox(ctx, b, e.task, e.notice, &counts[len(counts)-1])
+		}
+	}
+	if b.Len() == 0 {
+		return 0, nil
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return 0, fmt.Errorf("outbox: %w", err)
+	}
+	var n int32
+	for _, c := range counts {
+		n += c
+	}
+	return n, nil
+}

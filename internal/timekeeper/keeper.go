@@ -203,3 +203,7 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	}
 }
+
+func (a policyAdapter) AddedUsers(kind string, level int) []string {
+	return auth.Audience{Refs: a.p.Added(kind, level)}.WithGroups(a.p).Users()
+}
