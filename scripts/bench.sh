@@ -41,6 +41,10 @@ function median(key,    n, i, j, tmp, arr) {
 }
 END {
 	fig["BenchmarkMemStep|us/step"] = "BENCH mem_step"
+	fig["BenchmarkTimers10k|last_fired_after_due_ms"] = "BENCH timers_10k_last_fired_after_due_ms"
+	fig["BenchmarkTimers10k|idle_wakeups/s"] = "BENCH timers_idle_wakeups_per_s"
+	fig["BenchmarkClaimRoundTrip|p50_ms"] = "BENCH claim_p50"
+	fig["BenchmarkClaimRoundTrip|p99_ms"] = "BENCH claim_p99"
 	fig["BenchmarkPGStepVsFloor|us/step"] = "BENCH pg_step"
 	fig["BenchmarkPGStepVsFloor|floor_us/op"] = "BENCH floor_upsert"
 	fig["BenchmarkPGForkVsStep|us/fork"] = "BENCH pg_fork"
@@ -134,6 +138,10 @@ END {
 	# a fork in node steps of the same run (target: at most 2)
 	if ("BenchmarkPGForkVsStep|fork_steps" in vals)
 		printf "RATIO fork_vs_node_step: %.2f\n", median("BenchmarkPGForkVsStep|fork_steps")
+	if ("BenchmarkTimers10k|last_fired_after_due_ms" in vals)
+		printf "RATIO timers_10k_vs_2s_target: %.2f\n", median("BenchmarkTimers10k|last_fired_after_due_ms") / 2000
+	if ("BenchmarkClaimRoundTrip|p99_ms" in vals)
+		printf "RATIO claim_p99_vs_10ms_target: %.2f\n", median("BenchmarkClaimRoundTrip|p99_ms") / 10
 	if ("BenchmarkThroughput16|ratio" in vals)
 		printf "RATIO throughput_16_vs_floor: %.2f\n", median("BenchmarkThroughput16|ratio")
 	if ("BenchmarkStateSize|ratio_1m_vs_1k" in vals)

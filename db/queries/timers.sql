@@ -56,9 +56,10 @@ FOR UPDATE;
 
 -- name: TasksFail :exec
 UPDATE tasks t
-SET status = 'failed', error = (@errors::text[])[x.ord], updated_at = now(), completed_at = now(),
+SET status = 'failed', error = e.error, updated_at = now(), completed_at = now(),
     lease_owner = NULL, lease_expires_at = NULL, lease_fence = t.lease_fence + 1
 FROM unnest(@ids::uuid[]) WITH ORDINALITY AS x(id, ord)
+JOIN unnest(@errors::text[]) WITH ORDINALITY AS e(error, ord) ON e.ord = x.ord
 WHERE t.id = x.id AND t.status NOT IN ('succeeded', 'failed', 'cancelled');
 
 -- name: TasksCancel :exec
@@ -72,8 +73,10 @@ WHERE t.id = ANY(@ids::uuid[]) AND t.status NOT IN ('succeeded', 'failed', 'canc
 -- name: TasksApproveOnTimeout :exec
 WITH d AS (
     INSERT INTO decisions (interrupt_id, task_id, action, feedback, decided_by, payload_sha256)
-    SELECT x.interrupt_id, (@task_ids::uuid[])[x.ord], 'approve', '', 'system', (@shas::text[])[x.ord]
+    SELECT x.interrupt_id, y.task_id, 'approve', '', 'system', z.sha
     FROM unnest(@interrupt_ids::uuid[]) WITH ORDINALITY AS x(interrupt_id, ord)
+    JOIN unnest(@task_ids::uuid[]) WITH ORDINALITY AS y(task_id, ord) ON y.ord = x.ord
+    JOIN unnest(@shas::text[]) WITH ORDINALITY AS z(sha, ord) ON z.ord = x.ord
     RETURNING task_id
 )
 UPDATE tasks t SET status = 'queued', updated_at = now()
@@ -86,9 +89,12 @@ WHERE t.id = d.task_id AND t.status = 'waiting';
 -- (timers).
 -- name: EventsAppend :many
 WITH ev AS (
-    SELECT x.task_id, (@types::text[])[x.ord] AS type, (@nodes::text[])[x.ord] AS node,
-           (@iterations::int[])[x.ord] AS iteration, ((@datas::text[])[x.ord])::jsonb AS data, x.ord
-    FROM unnest(@task_ids::uuid[]) WITH ORDINALITY AS x(task_id, ord)
+    -- One unnest per array, joined on the position: subscripting a text
+    -- array walks it from the start, quadratic over a batch.
+    SELECT x.task_id, x.type, x.node, x.iteration, x.data::jsonb AS data, x.ord
+    FROM ROWS FROM (unnest(@task_ids::uuid[]), unnest(@types::text[]), unnest(@nodes::text[]),
+                    unnest(@iterations::int[]), unnest(@datas::text[]))
+         WITH ORDINALITY AS x(task_id, type, node, iteration, data, ord)
 ), n AS (
     SELECT task_id, count(*)::bigint AS n FROM ev GROUP BY task_id
 ), t AS (
@@ -102,3 +108,8 @@ SELECT ev.task_id, t.base + row_number() OVER (PARTITION BY ev.task_id ORDER BY 
        ev.iteration, ev.data, now()
 FROM ev JOIN t ON t.id = ev.task_id
 RETURNING task_id, seq;
+
+-- WebhookEndpointsExist tells a burst of timers whether any webhook
+-- endpoint could take their deliveries.
+-- name: WebhookEndpointsExist :one
+SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE disabled_at IS NULL)::bool;

@@ -14,9 +14,12 @@ import (
 
 const eventsAppend = `-- name: EventsAppend :many
 WITH ev AS (
-    SELECT x.task_id, ($1::text[])[x.ord] AS type, ($2::text[])[x.ord] AS node,
-           ($3::int[])[x.ord] AS iteration, (($4::text[])[x.ord])::jsonb AS data, x.ord
-    FROM unnest($5::uuid[]) WITH ORDINALITY AS x(task_id, ord)
+    -- One unnest per array, joined on the position: subscripting a text
+    -- array walks it from the start, quadratic over a batch.
+    SELECT x.task_id, x.type, x.node, x.iteration, x.data::jsonb AS data, x.ord
+    FROM ROWS FROM (unnest($1::uuid[]), unnest($2::text[]), unnest($3::text[]),
+                    unnest($4::int[]), unnest($5::text[]))
+         WITH ORDINALITY AS x(task_id, type, node, iteration, data, ord)
 ), n AS (
     SELECT task_id, count(*)::bigint AS n FROM ev GROUP BY task_id
 ), t AS (
@@ -33,11 +36,11 @@ RETURNING task_id, seq
 `
 
 type EventsAppendParams struct {
+	TaskIds    []uuid.UUID
 	Types      []string
 	Nodes      []string
 	Iterations []int32
 	Datas      []string
-	TaskIds    []uuid.UUID
 }
 
 type EventsAppendRow struct {
@@ -51,11 +54,11 @@ type EventsAppendRow struct {
 // (timers).
 func (q *Queries) EventsAppend(ctx context.Context, arg EventsAppendParams) ([]EventsAppendRow, error) {
 	rows, err := q.db.Query(ctx, eventsAppend,
+		arg.TaskIds,
 		arg.Types,
 		arg.Nodes,
 		arg.Iterations,
 		arg.Datas,
-		arg.TaskIds,
 	)
 	if err != nil {
 		return nil, err
@@ -269,8 +272,10 @@ func (q *Queries) InterruptsMarkOverdue(ctx context.Context, ids []uuid.UUID) ([
 const tasksApproveOnTimeout = `-- name: TasksApproveOnTimeout :exec
 WITH d AS (
     INSERT INTO decisions (interrupt_id, task_id, action, feedback, decided_by, payload_sha256)
-    SELECT x.interrupt_id, ($1::uuid[])[x.ord], 'approve', '', 'system', ($2::text[])[x.ord]
-    FROM unnest($3::uuid[]) WITH ORDINALITY AS x(interrupt_id, ord)
+    SELECT x.interrupt_id, y.task_id, 'approve', '', 'system', z.sha
+    FROM unnest($1::uuid[]) WITH ORDINALITY AS x(interrupt_id, ord)
+    JOIN unnest($2::uuid[]) WITH ORDINALITY AS y(task_id, ord) ON y.ord = x.ord
+    JOIN unnest($3::text[]) WITH ORDINALITY AS z(sha, ord) ON z.ord = x.ord
     RETURNING task_id
 )
 UPDATE tasks t SET status = 'queued', updated_at = now()
@@ -279,15 +284,15 @@ WHERE t.id = d.task_id AND t.status = 'waiting'
 `
 
 type TasksApproveOnTimeoutParams struct {
+	InterruptIds []uuid.UUID
 	TaskIds      []uuid.UUID
 	Shas         []string
-	InterruptIds []uuid.UUID
 }
 
 // TasksApproveOnTimeout records system's approval of expired interrupts
 // and makes their tasks runnable.
 func (q *Queries) TasksApproveOnTimeout(ctx context.Context, arg TasksApproveOnTimeoutParams) error {
-	_, err := q.db.Exec(ctx, tasksApproveOnTimeout, arg.TaskIds, arg.Shas, arg.InterruptIds)
+	_, err := q.db.Exec(ctx, tasksApproveOnTimeout, arg.InterruptIds, arg.TaskIds, arg.Shas)
 	return err
 }
 
@@ -305,19 +310,20 @@ func (q *Queries) TasksCancel(ctx context.Context, ids []uuid.UUID) error {
 
 const tasksFail = `-- name: TasksFail :exec
 UPDATE tasks t
-SET status = 'failed', error = ($1::text[])[x.ord], updated_at = now(), completed_at = now(),
+SET status = 'failed', error = e.error, updated_at = now(), completed_at = now(),
     lease_owner = NULL, lease_expires_at = NULL, lease_fence = t.lease_fence + 1
-FROM unnest($2::uuid[]) WITH ORDINALITY AS x(id, ord)
+FROM unnest($1::uuid[]) WITH ORDINALITY AS x(id, ord)
+JOIN unnest($2::text[]) WITH ORDINALITY AS e(error, ord) ON e.ord = x.ord
 WHERE t.id = x.id AND t.status NOT IN ('succeeded', 'failed', 'cancelled')
 `
 
 type TasksFailParams struct {
-	Errors []string
 	Ids    []uuid.UUID
+	Errors []string
 }
 
 func (q *Queries) TasksFail(ctx context.Context, arg TasksFailParams) error {
-	_, err := q.db.Exec(ctx, tasksFail, arg.Errors, arg.Ids)
+	_, err := q.db.Exec(ctx, tasksFail, arg.Ids, arg.Errors)
 	return err
 }
 
@@ -406,4 +412,17 @@ func (q *Queries) TimersInsert(ctx context.Context, arg TimersInsertParams) erro
 		arg.Whats,
 	)
 	return err
+}
+
+const webhookEndpointsExist = `-- name: WebhookEndpointsExist :one
+SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE disabled_at IS NULL)::bool
+`
+
+// WebhookEndpointsExist tells a burst of timers whether any webhook
+// endpoint could take their deliveries.
+func (q *Queries) WebhookEndpointsExist(ctx context.Context) (bool, error) {
+	row := q.db.QueryRow(ctx, webhookEndpointsExist)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
 }
