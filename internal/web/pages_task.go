@@ -19,6 +19,7 @@ import (
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/views"
 )
 
@@ -690,6 +691,20 @@ func timelineItem(ev *graph.Event) views.TimelineItem {
 		it.Summary, it.Who = "Task retried", str("retried_by")
 	case graph.EventArtifactCreated:
 		it.Summary, it.Tone = "Produced "+str("name"), "muted"
+	case postgres.EventInterruptClaimed:
+		it.Summary, it.Who, it.Tone = "Claimed", str("actor"), "muted"
+	case postgres.EventInterruptReleased:
+		it.Summary, it.Who, it.Tone = "Claim released", str("actor"), "muted"
+	case postgres.EventInterruptTakenOver:
+		it.Summary, it.Who, it.Quote = "Claim taken over from "+str("previous"), str("actor"), str("reason")
+	case postgres.EventInterruptReminder:
+		it.Summary, it.Tone = "Reminder: "+str("offset")+" before the deadline", "muted"
+	case postgres.EventInterruptEscalated:
+		it.Summary = "Escalated: " + escalatedTo(data)
+	case postgres.EventInterruptOverdue:
+		it.Summary, it.Tone = "Overdue: the deadline passed (waited "+str("waited")+")", "bad"
+	case postgres.EventInterruptExpired:
+		it.Summary, it.Tone, it.Who = "Expired: the deadline passed ("+str("on_timeout")+")", "bad", str("actor")
 	default:
 		it.Summary = ev.Type
 	}
@@ -938,4 +953,20 @@ func (d *desk) artifactsIndex(td *taskData) views.ArtifactsView {
 		av.Names = append(av.Names, an)
 	}
 	return av
+}
+
+// escalatedTo words an escalation's added deciders.
+func escalatedTo(data map[string]any) string {
+	var added []string
+	if a, ok := data["added"].([]any); ok {
+		for _, x := range a {
+			if v, ok := x.(string); ok {
+				added = append(added, v)
+			}
+		}
+	}
+	if len(added) == 0 {
+		return "level raised"
+	}
+	return "now also " + strings.Join(added, ", ")
 }
