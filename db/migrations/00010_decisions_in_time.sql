@@ -39,8 +39,10 @@ CREATE TABLE interrupt_timers (
 
 CREATE INDEX interrupt_timers_due_idx ON interrupt_timers (due_at);
 
--- The inbox orders pending interrupts by deadline.
-CREATE INDEX interrupts_pending_deadline_idx ON interrupts (deadline_at, created_at) WHERE status = 'pending';
+-- The inbox is a work queue: pending interrupts by deadline (none last),
+-- then age; its keyset walks this index without a sort.
+CREATE INDEX interrupts_pending_due_idx ON interrupts ((COALESCE(deadline_at, 'infinity'::timestamptz)), created_at, id)
+    WHERE status = 'pending';
 
 -- The audit trail reads the claims and expiries too.
 DROP INDEX task_events_audit_idx;
@@ -52,7 +54,7 @@ CREATE INDEX task_events_audit_idx ON task_events (created_at DESC)
 DROP INDEX task_events_audit_idx;
 CREATE INDEX task_events_audit_idx ON task_events (created_at DESC)
     WHERE type IN ('task.created', 'decision.recorded', 'approval.recorded', 'task.cancelled', 'task.retried');
-DROP INDEX interrupts_pending_deadline_idx;
+DROP INDEX interrupts_pending_due_idx;
 DROP TABLE interrupt_timers;
 ALTER TABLE decisions DROP COLUMN payload_sha256;
 ALTER TABLE interrupts

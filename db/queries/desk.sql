@@ -2,11 +2,28 @@
 -- interrupts, of one kind or any, those with the nearest deadline first
 -- (overdue ones first of all), then those without one, oldest first; by
 -- keyset on (deadline or infinity, created_at, id) after a cursor, each
--- with its task title and workflow. Filters: claim 'mine' (held by who),
--- 'unclaimed' (nobody holds an unexpired claim); overdue (the deadline
--- passed). A missing cursor reads from the start; a cursor without a
+-- with its task title and workflow (interrupts_pending_due_idx, no sort).
+-- DeskInboxPageFiltered adds the claim and overdue filters. A missing cursor reads from the start; a cursor without a
 -- deadline (after_at set, after_due NULL) continues among those without.
 -- name: DeskInboxPage :many
+SELECT sqlc.embed(i), t.title AS task_title, t.workflow AS task_workflow, t.created_by AS task_created_by
+FROM interrupts i
+JOIN tasks t ON t.id = i.task_id
+WHERE i.status = 'pending'
+  AND (sqlc.narg(kind)::text IS NULL OR i.kind = sqlc.narg(kind)::text)
+  AND (COALESCE(i.deadline_at, 'infinity'::timestamptz), i.created_at, i.id) >
+      (COALESCE(sqlc.narg(after_due)::timestamptz,
+                CASE WHEN sqlc.narg(after_at)::timestamptz IS NULL THEN '-infinity'::timestamptz ELSE 'infinity'::timestamptz END),
+       COALESCE(sqlc.narg(after_at)::timestamptz, '-infinity'::timestamptz),
+       COALESCE(sqlc.narg(after_id)::uuid, '00000000-0000-0000-0000-000000000000'::uuid))
+ORDER BY COALESCE(i.deadline_at, 'infinity'::timestamptz), i.created_at, i.id
+LIMIT sqlc.arg(max_rows)::int;
+
+-- DeskInboxPageFiltered is DeskInboxPage with the work-queue filters:
+-- claim 'mine' (held by who), 'unclaimed' (nobody holds an unexpired
+-- claim), overdue (the deadline passed). Kept apart so that the unfiltered
+-- page's generic plan keeps walking the index.
+-- name: DeskInboxPageFiltered :many
 SELECT sqlc.embed(i), t.title AS task_title, t.workflow AS task_workflow, t.created_by AS task_created_by
 FROM interrupts i
 JOIN tasks t ON t.id = i.task_id

@@ -40,7 +40,7 @@ type InboxFilter struct {
 // cursor naming a malformed id.
 func (s *Store) InboxPage(ctx context.Context, f InboxFilter) ([]InboxEntry, *InboxCursor, error) {
 	limit := max(f.Limit, 1)
-	p := dbsqlc.DeskInboxPageParams{MaxRows: int32(limit + 1), // one more tells whether a next page exists
+	p := dbsqlc.DeskInboxPageFilteredParams{MaxRows: int32(limit + 1), // one more tells whether a next page exists
 		Claim: f.Claim, Who: f.Who, Overdue: f.Overdue}
 	if f.Kind != "" {
 		p.Kind = &f.Kind
@@ -53,7 +53,18 @@ func (s *Store) InboxPage(ctx context.Context, f InboxFilter) ([]InboxEntry, *In
 		at := f.After.CreatedAt
 		p.AfterAt, p.AfterID, p.AfterDue = &at, &id, f.After.Due
 	}
-	rows, err := s.q.DeskInboxPage(ctx, p)
+	var rows []dbsqlc.DeskInboxPageFilteredRow
+	var err error
+	if f.Claim == "" && !f.Overdue {
+		var plain []dbsqlc.DeskInboxPageRow
+		plain, err = s.q.DeskInboxPage(ctx, dbsqlc.DeskInboxPageParams{Kind: p.Kind, AfterDue: p.AfterDue, AfterAt: p.AfterAt,
+			AfterID: p.AfterID, MaxRows: p.MaxRows})
+		for _, r := range plain {
+			rows = append(rows, dbsqlc.DeskInboxPageFilteredRow(r))
+		}
+	} else {
+		rows, err = s.q.DeskInboxPageFiltered(ctx, p)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("inbox: %w", err)
 	}

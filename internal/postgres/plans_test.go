@@ -58,8 +58,8 @@ FROM tasks WHERE status = 'waiting';`); err != nil {
 			if _, err := q.DeskInboxPage(ctx, dbsqlc.DeskInboxPageParams{MaxRows: 51}); err != nil {
 				t.Fatal(err)
 			}
-		}, `(NULL, NULL, NULL, 51)`, []string{"interrupts_pending_idx"}, []string{"Seq Scan", "Sort"}},
-		{"DeskInboxPage", func() {}, `('plan', NULL, NULL, 51)`, []string{"interrupts_pending_idx"}, []string{"Seq Scan", "Sort"}},
+		}, `(NULL, NULL, NULL, NULL, 51)`, []string{"interrupts_pending_due_idx"}, []string{"Seq Scan", "Sort"}},
+		{"DeskInboxPage", func() {}, `('plan', NULL, NULL, NULL, 51)`, []string{"interrupts_pending_due_idx"}, []string{"Seq Scan", "Sort"}},
 		{"TaskListByStatusOnly", func() {
 			if _, err := q.TaskListByStatusOnly(ctx, dbsqlc.TaskListByStatusOnlyParams{Status: "succeeded", MaxRows: 6}); err != nil {
 				t.Fatal(err)

@@ -18,24 +18,17 @@ FROM interrupts i
 JOIN tasks t ON t.id = i.task_id
 WHERE i.status = 'pending'
   AND ($1::text IS NULL OR i.kind = $1::text)
-  AND ($2::text = ''
-       OR ($2::text = 'mine' AND i.claimed_by = $3::text AND i.claim_expires_at > now())
-       OR ($2::text = 'unclaimed' AND (i.claimed_by IS NULL OR i.claim_expires_at <= now())))
-  AND (NOT $4::bool OR i.deadline_at <= now())
   AND (COALESCE(i.deadline_at, 'infinity'::timestamptz), i.created_at, i.id) >
-      (COALESCE($5::timestamptz,
-                CASE WHEN $6::timestamptz IS NULL THEN '-infinity'::timestamptz ELSE 'infinity'::timestamptz END),
-       COALESCE($6::timestamptz, '-infinity'::timestamptz),
-       COALESCE($7::uuid, '00000000-0000-0000-0000-000000000000'::uuid))
+      (COALESCE($2::timestamptz,
+                CASE WHEN $3::timestamptz IS NULL THEN '-infinity'::timestamptz ELSE 'infinity'::timestamptz END),
+       COALESCE($3::timestamptz, '-infinity'::timestamptz),
+       COALESCE($4::uuid, '00000000-0000-0000-0000-000000000000'::uuid))
 ORDER BY COALESCE(i.deadline_at, 'infinity'::timestamptz), i.created_at, i.id
-LIMIT $8::int
+LIMIT $5::int
 `
 
 type DeskInboxPageParams struct {
 	Kind     *string
-	Claim    string
-	Who      string
-	Overdue  bool
 	AfterDue *time.Time
 	AfterAt  *time.Time
 	AfterID  *uuid.UUID
@@ -53,12 +46,97 @@ type DeskInboxPageRow struct {
 // interrupts, of one kind or any, those with the nearest deadline first
 // (overdue ones first of all), then those without one, oldest first; by
 // keyset on (deadline or infinity, created_at, id) after a cursor, each
-// with its task title and workflow. Filters: claim 'mine' (held by who),
-// 'unclaimed' (nobody holds an unexpired claim); overdue (the deadline
-// passed). A missing cursor reads from the start; a cursor without a
+// with its task title and workflow (interrupts_pending_due_idx, no sort).
+// DeskInboxPageFiltered adds the claim and overdue filters. A missing cursor reads from the start; a cursor without a
 // deadline (after_at set, after_due NULL) continues among those without.
 func (q *Queries) DeskInboxPage(ctx context.Context, arg DeskInboxPageParams) ([]DeskInboxPageRow, error) {
 	rows, err := q.db.Query(ctx, deskInboxPage,
+		arg.Kind,
+		arg.AfterDue,
+		arg.AfterAt,
+		arg.AfterID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []DeskInboxPageRow{}
+	for rows.Next() {
+		var i DeskInboxPageRow
+		if err := rows.Scan(
+			&i.Interrupt.ID,
+			&i.Interrupt.TaskID,
+			&i.Interrupt.Node,
+			&i.Interrupt.Kind,
+			&i.Interrupt.Iteration,
+			&i.Interrupt.Payload,
+			&i.Interrupt.Status,
+			&i.Interrupt.CreatedAt,
+			&i.Interrupt.ResolvedAt,
+			&i.Interrupt.DeadlineAt,
+			&i.Interrupt.Overdue,
+			&i.Interrupt.EscalationLevel,
+			&i.Interrupt.ClaimedBy,
+			&i.Interrupt.ClaimExpiresAt,
+			&i.Interrupt.PayloadSha256,
+			&i.TaskTitle,
+			&i.TaskWorkflow,
+			&i.TaskCreatedBy,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const deskInboxPageFiltered = `-- name: DeskInboxPageFiltered :many
+SELECT i.id, i.task_id, i.node, i.kind, i.iteration, i.payload, i.status, i.created_at, i.resolved_at, i.deadline_at, i.overdue, i.escalation_level, i.claimed_by, i.claim_expires_at, i.payload_sha256, t.title AS task_title, t.workflow AS task_workflow, t.created_by AS task_created_by
+FROM interrupts i
+JOIN tasks t ON t.id = i.task_id
+WHERE i.status = 'pending'
+  AND ($1::text IS NULL OR i.kind = $1::text)
+  AND ($2::text = ''
+       OR ($2::text = 'mine' AND i.claimed_by = $3::text AND i.claim_expires_at > now())
+       OR ($2::text = 'unclaimed' AND (i.claimed_by IS NULL OR i.claim_expires_at <= now())))
+  AND (NOT $4::bool OR i.deadline_at <= now())
+  AND (COALESCE(i.deadline_at, 'infinity'::timestamptz), i.created_at, i.id) >
+      (COALESCE($5::timestamptz,
+                CASE WHEN $6::timestamptz IS NULL THEN '-infinity'::timestamptz ELSE 'infinity'::timestamptz END),
+       COALESCE($6::timestamptz, '-infinity'::timestamptz),
+       COALESCE($7::uuid, '00000000-0000-0000-0000-000000000000'::uuid))
+ORDER BY COALESCE(i.deadline_at, 'infinity'::timestamptz), i.created_at, i.id
+LIMIT $8::int
+`
+
+type DeskInboxPageFilteredParams struct {
+	Kind     *string
+	Claim    string
+	Who      string
+	Overdue  bool
+	AfterDue *time.Time
+	AfterAt  *time.Time
+	AfterID  *uuid.UUID
+	MaxRows  int32
+}
+
+type DeskInboxPageFilteredRow struct {
+	Interrupt     Interrupt
+	TaskTitle     string
+	TaskWorkflow  string
+	TaskCreatedBy string
+}
+
+// DeskInboxPageFiltered is DeskInboxPage with the work-queue filters:
+// claim 'mine' (held by who), 'unclaimed' (nobody holds an unexpired
+// claim), overdue (the deadline passed). Kept apart so that the unfiltered
+// page's generic plan keeps walking the index.
+func (q *Queries) DeskInboxPageFiltered(ctx context.Context, arg DeskInboxPageFilteredParams) ([]DeskInboxPageFilteredRow, error) {
+	rows, err := q.db.Query(ctx, deskInboxPageFiltered,
 		arg.Kind,
 		arg.Claim,
 		arg.Who,
@@ -72,9 +150,9 @@ func (q *Queries) DeskInboxPage(ctx context.Context, arg DeskInboxPageParams) ([
 		return nil, err
 	}
 	defer rows.Close()
-	items := []DeskInboxPageRow{}
+	items := []DeskInboxPageFilteredRow{}
 	for rows.Next() {
-		var i DeskInboxPageRow
+		var i DeskInboxPageFilteredRow
 		if err := rows.Scan(
 			&i.Interrupt.ID,
 			&i.Interrupt.TaskID,
