@@ -1,53 +1,20 @@
 package sdd_test
 
 import (
-	"strings"
 	"testing"
 
+	"github.com/gatehousehq/gatehouse/internal/workflows/agent/agenttest"
 	"github.com/gatehousehq/gatehouse/internal/workflows/sdd"
 )
 
 // TestBuiltinAnswersFeedback: every built-in reply of the offline demo
-// model changes when it is given feedback, shows the feedback (the
-// slogan: its key word), and stays the same for the same input; without
-// feedback it is the first-run reply exactly.
+// model answers the feedback it is given (agenttest.CheckBuiltinAnswersFeedback).
 func TestBuiltinAnswersFeedback(t *testing.T) {
 	t.Parallel()
-	feedback := []string{"Cover offline support for field engineers"}
-	for _, role := range sdd.Roles() {
-		for _, subject := range []string{"Let users export their reports as CSV files.", "An invoice approval service for small teams."} {
-			t.Run(role, func(t *testing.T) {
-				t.Parallel()
-				first, ok := sdd.Builtin(role, subject, nil)
-				if !ok {
-					t.Fatalf("no built-in reply for %s", role)
-				}
-				if plain, _ := sdd.BuiltinReply(role, subject); plain != first {
-					t.Errorf("Builtin without feedback differs from BuiltinReply:\n%s\n---\n%s", first, plain)
-				}
-				revised, _ := sdd.Builtin(role, subject, feedback)
-				if revised == first {
-					t.Fatalf("%s: the reply did not change with feedback:\n%s", role, revised)
-				}
-				want := feedback[0]
-				if role == "slogan.writer" {
-					want = "Engineers"
-				}
-				if !strings.Contains(revised, want) {
-					t.Errorf("%s: the revision does not show the feedback %q:\n%s", role, want, revised)
-				}
-				if again, _ := sdd.Builtin(role, subject, feedback); again != revised {
-					t.Errorf("%s: not deterministic", role)
-				}
-				twice, _ := sdd.Builtin(role, subject, append(feedback, "Name the retention period"))
-				if twice == revised {
-					t.Errorf("%s: a second round of feedback changed nothing", role)
-				}
-				checkReply(t, role, revised)
-				checkReply(t, role, twice)
-			})
-		}
-	}
+	agenttest.CheckBuiltinAnswersFeedback(t, agenttest.BuiltinFeedback{
+		Roles: sdd.Roles(), Subjects: []string{"Let users export their reports as CSV files.", "An invoice approval service for small teams."},
+		Builtin: sdd.Builtin, Reply: sdd.BuiltinReply, Check: checkReply,
+	})
 }
 
 // checkReply: a revision is still of the form the workflow reads.

@@ -4,50 +4,24 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatehousehq/gatehouse/internal/workflows/agent/agenttest"
 	"github.com/gatehousehq/gatehouse/internal/workflows/slogan"
 )
 
 // TestBuiltinAnswersFeedback: every built-in reply of the offline demo
-// model changes when it is given feedback, shows the feedback (the
-// slogan: its key word), and stays the same for the same input; without
-// feedback it is the first-run reply exactly.
+// model answers the feedback it is given (agenttest.CheckBuiltinAnswersFeedback).
 func TestBuiltinAnswersFeedback(t *testing.T) {
 	t.Parallel()
-	feedback := []string{"Cover offline support for field engineers"}
-	for _, role := range slogan.Roles() {
-		for _, subject := range []string{"Organic tea for night owls", "A bicycle repair app"} {
-			t.Run(role, func(t *testing.T) {
-				t.Parallel()
-				first, ok := slogan.Builtin(role, subject, nil)
-				if !ok {
-					t.Fatalf("no built-in reply for %s", role)
-				}
-				if plain, _ := slogan.BuiltinReply(role, subject); plain != first {
-					t.Errorf("Builtin without feedback differs from BuiltinReply:\n%s\n---\n%s", first, plain)
-				}
-				revised, _ := slogan.Builtin(role, subject, feedback)
-				if revised == first {
-					t.Fatalf("%s: the reply did not change with feedback:\n%s", role, revised)
-				}
-				want := feedback[0]
-				if role == "slogan.writer" {
-					want = "Engineers"
-				}
-				if !strings.Contains(revised, want) {
-					t.Errorf("%s: the revision does not show the feedback %q:\n%s", role, want, revised)
-				}
-				if again, _ := slogan.Builtin(role, subject, feedback); again != revised {
-					t.Errorf("%s: not deterministic", role)
-				}
-				twice, _ := slogan.Builtin(role, subject, append(feedback, "Name the retention period"))
-				if twice == revised {
-					t.Errorf("%s: a second round of feedback changed nothing", role)
-				}
-				checkReply(t, role, revised)
-				checkReply(t, role, twice)
-			})
-		}
-	}
+	agenttest.CheckBuiltinAnswersFeedback(t, agenttest.BuiltinFeedback{
+		Roles: slogan.Roles(), Subjects: []string{"Organic tea for night owls", "A bicycle repair app"},
+		Builtin: slogan.Builtin, Reply: slogan.BuiltinReply, Check: checkReply,
+		Shows: func(role, feedback string) string {
+			if role == slogan.RoleWriter {
+				return "Engineers"
+			}
+			return feedback
+		},
+	})
 }
 
 // checkReply: a revision is still of the form the workflow reads.
