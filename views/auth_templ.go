@@ -1865,7 +1865,7 @@ func PolicyView(p PolicyPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 165, ". Change it in the policy file and restart (gatehouse policy show prints the same).</p></div></div><section class=\"card\"><table class=\"policy-table\"><thead><tr><th>Kind</th><th>Approvals</th><th>Creator may approve</th><th>Deciders</th><th>Deadline</th><th>On timeout</th><th>Reminders</th><th>Escalation</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 165, ". Change it in the policy file and restart (gatehouse policy show prints the same).</p></div></div><section class=\"card\"><table class=\"table policy-table\"><thead><tr><th>Kind</th><th>Approvals</th><th>Creator may approve</th><th>Deciders</th><th>Deadline</th><th>On timeout</th><th>Reminders</th><th>Escalation</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -15,7 +15,8 @@ import (
 	"github.com/gatehousehq/gatehouse/views"
 )
 
-// dueIn says how long is left for people: "45 s", "12 min", "3 h",
+// dueIn says how long is left for people: "45 s", "12 min",
+// "2 h 59 min" (hours alone would round 2 h 59 min down to "2 h"), "14 h",
 // "2 d", or "overdue".
 func dueIn(d time.Duration) string {
 	switch {
@@ -25,6 +26,12 @@ func dueIn(d time.Duration) string {
 		return strconv.Itoa(int(d.Seconds())) + " s"
 	case d < time.Hour:
 		return strconv.Itoa(int(d.Minutes())) + " min"
+	case d < 10*time.Hour:
+		h, m := int(d.Hours()), int(d.Minutes())%60
+		if m == 0 {
+			return strconv.Itoa(h) + " h"
+		}
+		return strconv.Itoa(h) + " h " + strconv.Itoa(m) + " min"
 	case d < 48*time.Hour:
 		return strconv.Itoa(int(d.Hours())) + " h"
 	}
