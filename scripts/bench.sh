@@ -45,6 +45,10 @@ END {
 	fig["BenchmarkTimers10k|idle_wakeups/s"] = "BENCH timers_idle_wakeups_per_s"
 	fig["BenchmarkClaimRoundTrip|p50_ms"] = "BENCH claim_p50"
 	fig["BenchmarkClaimRoundTrip|p99_ms"] = "BENCH claim_p99"
+	fig["BenchmarkPresence|join_p50_ms"] = "BENCH presence_join_p50"
+	fig["BenchmarkPresence|join_p99_ms"] = "BENCH presence_join_p99"
+	fig["BenchmarkPresence|leave_p50_ms"] = "BENCH presence_leave_p50"
+	fig["BenchmarkPresence|leave_p99_ms"] = "BENCH presence_leave_p99"
 	fig["BenchmarkPGStepVsFloor|us/step"] = "BENCH pg_step"
 	fig["BenchmarkPGStepVsFloor|floor_us/op"] = "BENCH floor_upsert"
 	fig["BenchmarkPGForkVsStep|us/fork"] = "BENCH pg_fork"
@@ -140,6 +144,8 @@ END {
 		printf "RATIO fork_vs_node_step: %.2f\n", median("BenchmarkPGForkVsStep|fork_steps")
 	if ("BenchmarkTimers10k|last_fired_after_due_ms" in vals)
 		printf "RATIO timers_10k_vs_2s_target: %.2f\n", median("BenchmarkTimers10k|last_fired_after_due_ms") / 2000
+	if ("BenchmarkPresence|join_p99_ms" in vals)
+		printf "RATIO presence_join_p99_vs_200ms_target: %.2f\n", median("BenchmarkPresence|join_p99_ms") / 200
 	if ("BenchmarkClaimRoundTrip|p99_ms" in vals)
 		printf "RATIO claim_p99_vs_10ms_target: %.2f\n", median("BenchmarkClaimRoundTrip|p99_ms") / 10
 	if ("BenchmarkThroughput16|ratio" in vals)
