@@ -15,6 +15,7 @@ import (
 	"github.com/wneessen/go-mail"
 
 	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/textdiff"
 	"github.com/gatehousehq/gatehouse/views"
 )
 
@@ -273,36 +274,7 @@ func lastTwo(arts []graph.Artifact, name, content string) (prev, cur graph.Artif
 func LineDiff(a, b string, max int) []views.DiffLine {
 	x, y := strings.Split(a, "\n"), strings.Split(b, "\n")
 	x, y = x[:min(len(x), 500)], y[:min(len(y), 500)]
-	// LCS table from the end.
-	l := make([][]int, len(x)+1)
-	for i := range l {
-		l[i] = make([]int, len(y)+1)
-	}
-	for i := len(x) - 1; i >= 0; i-- {
-		for j := len(y) - 1; j >= 0; j-- {
-			if x[i] == y[j] {
-				l[i][j] = l[i+1][j+1] + 1
-			} else {
-				l[i][j] = max2(l[i+1][j], l[i][j+1])
-			}
-		}
-	}
-	var all []views.DiffLine
-	i, j := 0, 0
-	for i < len(x) || j < len(y) {
-		switch {
-		case i < len(x) && j < len(y) && x[i] == y[j]:
-			all = append(all, views.DiffLine{Op: "=", Text: x[i]})
-			i++
-			j++
-		case j < len(y) && (i == len(x) || l[i][j+1] >= l[i+1][j]):
-			all = append(all, views.DiffLine{Op: "+", Text: y[j]})
-			j++
-		default:
-			all = append(all, views.DiffLine{Op: "-", Text: x[i]})
-			i++
-		}
-	}
+	all := textdiff.Ops(strings.Join(x, "\n"), strings.Join(y, "\n"))
 	keep := make([]bool, len(all))
 	for k, d := range all {
 		if d.Op != "=" {

@@ -2,11 +2,11 @@ package web
 
 import (
 	"strings"
-	"time"
 	"unicode"
 
 	"github.com/sergi/go-diff/diffmatchpatch"
 
+	"github.com/gatehousehq/gatehouse/internal/textdiff"
 	"github.com/gatehousehq/gatehouse/views"
 )
 
@@ -21,15 +21,11 @@ const (
 	maxWordLine  = 2000
 )
 
-// diffTimeout bounds the Myers search: past it the library returns a valid
-// but not minimal diff rather than hold the page.
-const diffTimeout = 200 * time.Millisecond
-
 // lineDiff compares two texts line by line (Myers, github.com/sergi/go-diff),
 // marks the changed words inside changed lines, and groups the changes in
 // hunks with diffContext lines of context.
 func lineDiff(a, b string) views.Diff {
-	ops := diffOps(a, b)
+	ops := textdiff.Ops(a, b)
 	var d views.Diff
 	for _, op := range ops {
 		switch op.Op {
@@ -43,52 +39,6 @@ func lineDiff(a, b string) views.Diff {
 	markWords(ops)
 	d.Hunks = hunks(ops, diffContext)
 	return d
-}
-
-// lines splits s as the diff counts lines: a final newline ends the last
-// line rather than starting an empty one.
-func lines(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
-}
-
-// diffOps is the edit script from a to b, every line of both in order.
-func diffOps(a, b string) []views.DiffLine {
-	dmp := diffmatchpatch.New()
-	dmp.DiffTimeout = diffTimeout
-	// Each line ends with a newline, the last one too, so that a missing
-	// final newline does not make the last line differ.
-	ra, rb, table := dmp.DiffLinesToRunes(terminated(a), terminated(b))
-	diffs := dmp.DiffCharsToLines(dmp.DiffMainRunes(ra, rb, false), table)
-	out := make([]views.DiffLine, 0, len(diffs)*2)
-	old, cur := 1, 1
-	for _, df := range diffs {
-		for _, l := range lines(df.Text) {
-			switch df.Type {
-			case diffmatchpatch.DiffEqual:
-				out = append(out, views.DiffLine{Op: "=", Text: l, Old: old, New: cur})
-				old++
-				cur++
-			case diffmatchpatch.DiffDelete:
-				out = append(out, views.DiffLine{Op: "-", Text: l, Old: old})
-				old++
-			case diffmatchpatch.DiffInsert:
-				out = append(out, views.DiffLine{Op: "+", Text: l, New: cur})
-				cur++
-			}
-		}
-	}
-	// Removals read better before the additions they pair with.
-	return regroup(out)
-}
-
-func terminated(s string) string {
-	if s == "" || strings.HasSuffix(s, "\n") {
-		return s
-	}
-	return s + "\n"
 }
 
 // markWords pairs, in each block of changes, the i-th removed line with the
@@ -127,7 +77,7 @@ func markWords(ops []views.DiffLine) {
 func wordDiff(a, b string) (sa, sb []views.DiffSeg) {
 	ta, tb := words(a), words(b)
 	dmp := diffmatchpatch.New()
-	dmp.DiffTimeout = diffTimeout
+	dmp.DiffTimeout = textdiff.Timeout
 	// One token a "line": tokens hold no newline.
 	ra, rb, table := dmp.DiffLinesToRunes(strings.Join(ta, "\n")+"\n", strings.Join(tb, "\n")+"\n")
 	diffs := dmp.DiffCharsToLines(dmp.DiffMainRunes(ra, rb, false), table)
@@ -187,34 +137,6 @@ func words(s string) []string {
 	}
 	if start < len(s) {
 		out = append(out, s[start:])
-	}
-	return out
-}
-
-// regroup orders each run of changed lines as removals then additions.
-func regroup(ops []views.DiffLine) []views.DiffLine {
-	out := make([]views.DiffLine, 0, len(ops))
-	for i := 0; i < len(ops); {
-		if ops[i].Op == "=" {
-			out = append(out, ops[i])
-			i++
-			continue
-		}
-		j := i
-		for j < len(ops) && ops[j].Op != "=" {
-			j++
-		}
-		for _, o := range ops[i:j] {
-			if o.Op == "-" {
-				out = append(out, o)
-			}
-		}
-		for _, o := range ops[i:j] {
-			if o.Op == "+" {
-				out = append(out, o)
-			}
-		}
-		i = j
 	}
 	return out
 }
