@@ -5,6 +5,7 @@ import (
 
 	"github.com/gatehousehq/gatehouse/internal/config"
 	"github.com/gatehousehq/gatehouse/internal/notify"
+	"github.com/gatehousehq/gatehouse/internal/notify/email"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/web"
 )
@@ -21,7 +22,7 @@ func newSender(cfg config.Config, store *postgres.Store, log *slog.Logger) *noti
 	if n.SMTPURL != "" {
 		// Checked by config.Load: the URL parses.
 		sm, _ := config.ParseSMTPURL(n.SMTPURL)
-		channels[notify.ChannelEmail] = notify.NewEmail(store, notify.SMTP{Host: sm.Host, Port: sm.Port,
+		channels[notify.ChannelEmail] = email.New(store, email.SMTP{Host: sm.Host, Port: sm.Port,
 			Username: sm.Username, Password: sm.Password, TLS: sm.TLS}, n.SMTPFrom, n.PublicURL)
 		log.Info("email notifications", "smtp", sm.Host, "port", sm.Port, "from", n.SMTPFrom)
 	}

@@ -51,7 +51,7 @@ func SlackMessage(s *Subject, publicURL string) map[string]any {
 	}
 	blocks := []any{map[string]any{"type": "section", "text": map[string]any{"type": "mrkdwn", "text": head}}}
 	if a := itr.Payload.Artifact; a != nil && strings.TrimSpace(a.Content) != "" {
-		sum, cut := summarize(a.Content)
+		sum, cut := Summarize(a.Content)
 		if len(sum) > 2500 {
 			sum, cut = strings.ToValidUTF8(sum[:2500], ""), true
 		}

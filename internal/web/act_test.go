@@ -14,6 +14,7 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/notify"
+	"github.com/gatehousehq/gatehouse/internal/notify/email"
 	"github.com/gatehousehq/gatehouse/internal/notify/notifytest"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
@@ -24,8 +25,8 @@ import (
 func (e *deskEnv) withMail(t *testing.T) *notifytest.SMTPServer {
 	t.Helper()
 	srv := notifytest.NewSMTPServer(t)
-	email := notify.NewEmail(e.store, notify.SMTP{Host: srv.Host, Port: srv.Port}, "Gatehouse <gatehouse@example.com>", e.base)
-	s := notify.NewSender(notify.Config{Store: e.store, Channels: map[string]notify.Channel{notify.ChannelEmail: email},
+	mailer := email.New(e.store, email.SMTP{Host: srv.Host, Port: srv.Port}, "Gatehouse <gatehouse@example.com>", e.base)
+	s := notify.NewSender(notify.Config{Store: e.store, Channels: map[string]notify.Channel{notify.ChannelEmail: mailer},
 		Scale: 0.001, Logger: e.log})
 	e.store.SetOutbox(postgres.Outbox{Email: true, Audience: postgres.PolicyAudience(e.policy), Wake: s.Wake})
 	s.Start()

@@ -1,11 +1,11 @@
-package notify
+// Package email is the email channel of the notifications (SPEC §12): one
+// message per delivery, plain text and HTML from the desk's templates, with
+// one action link bound to its recipient.
+package email
 
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
@@ -15,6 +15,7 @@ import (
 	"github.com/wneessen/go-mail"
 
 	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/notify"
 	"github.com/gatehousehq/gatehouse/internal/textdiff"
 	"github.com/gatehousehq/gatehouse/views"
 )
@@ -29,13 +30,13 @@ type SMTP struct {
 	TLS bool
 }
 
-// EmailStore is what the email channel needs besides Store.
+// EmailStore is what the email channel needs besides notify.Store.
 type EmailStore interface {
 	// RecipientEmail is a user's address ("" when none or disabled).
-	// Errors: ErrNotFound.
+	// Errors: notify.ErrNotFound.
 	RecipientEmail(ctx context.Context, username string) (string, error)
 	// CreateActionLink stores a link by its token's SHA-256.
-	CreateActionLink(ctx context.Context, hash []byte, l ActionLink, deliveryID string) error
+	CreateActionLink(ctx context.Context, hash []byte, l notify.ActionLink, deliveryID string) error
 }
 
 // Email is the email channel: one message per delivery, to one person,
@@ -47,54 +48,37 @@ type Email struct {
 	publicURL string
 }
 
-// NewEmail returns the email channel; publicURL is the base of its links.
-func NewEmail(store EmailStore, smtp SMTP, from, publicURL string) *Email {
+// New returns the email channel; publicURL is the base of its links.
+func New(store EmailStore, smtp SMTP, from, publicURL string) *Email {
 	return &Email{store: store, smtp: smtp, from: from, publicURL: strings.TrimRight(publicURL, "/")}
-}
-
-// ActionToken is a fresh action link token (256 random bits, base64url)
-// and the SHA-256 that is stored of it.
-func ActionToken() (token string, hash []byte) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic("notify: no randomness: " + err.Error())
-	}
-	token = base64.RawURLEncoding.EncodeToString(b[:])
-	return token, TokenHash(token)
-}
-
-// TokenHash is what is stored of an action link token.
-func TokenHash(token string) []byte {
-	h := sha256.Sum256([]byte(token))
-	return h[:]
 }
 
 // asks reports whether an event asks its recipient to decide.
 func asks(event string) bool {
-	return event == EventRaised || event == EventReminder || event == EventEscalated
+	return event == notify.EventRaised || event == notify.EventReminder || event == notify.EventEscalated
 }
 
 // Send implements Channel.
-func (e *Email) Send(ctx context.Context, d *Delivery, s *Subject) Outcome {
+func (e *Email) Send(ctx context.Context, d *notify.Delivery, s *notify.Subject) notify.Outcome {
 	addr, err := e.store.RecipientEmail(ctx, d.Recipient)
 	switch {
-	case errors.Is(err, ErrNotFound):
-		return Outcome{Err: fmt.Errorf("user %s no longer exists", d.Recipient), Permanent: true}
+	case errors.Is(err, notify.ErrNotFound):
+		return notify.Outcome{Err: fmt.Errorf("user %s no longer exists", d.Recipient), Permanent: true}
 	case err != nil:
-		return Outcome{Err: err}
+		return notify.Outcome{Err: err}
 	case addr == "":
-		return Outcome{Err: fmt.Errorf("user %s has no email address (or is disabled)", d.Recipient), Permanent: true}
+		return notify.Outcome{Err: fmt.Errorf("user %s has no email address (or is disabled)", d.Recipient), Permanent: true}
 	}
 	m := Compose(d.Event, s, e.publicURL)
 	if asks(d.Event) && s.Interrupt != nil && s.Interrupt.Status == graph.InterruptPending {
-		token, hash := ActionToken()
-		expires := time.Now().Add(LinkTTL)
+		token, hash := notify.ActionToken()
+		expires := time.Now().Add(notify.LinkTTL)
 		if dl := s.Interrupt.Deadline; dl != nil && dl.Before(expires) {
 			expires = *dl
 		}
-		if err := e.store.CreateActionLink(ctx, hash, ActionLink{InterruptID: s.Interrupt.ID, TaskID: s.Task.ID,
+		if err := e.store.CreateActionLink(ctx, hash, notify.ActionLink{InterruptID: s.Interrupt.ID, TaskID: s.Task.ID,
 			Recipient: d.Recipient, ExpiresAt: expires}, d.ID); err != nil {
-			return Outcome{Err: err}
+			return notify.Outcome{Err: err}
 		}
 		m.ActionURL, m.ActionLabel = e.publicURL+"/act/"+token, "Review and decide"
 		m.Note = fmt.Sprintf("This link decides as %s, once, until %s. Forwarding this email forwards that power.",
@@ -102,14 +86,14 @@ func (e *Email) Send(ctx context.Context, d *Delivery, s *Subject) Outcome {
 	}
 	var html bytes.Buffer
 	if err := views.EmailHTML(m).Render(ctx, &html); err != nil {
-		return Outcome{Err: fmt.Errorf("rendering the email: %w", err), Permanent: true}
+		return notify.Outcome{Err: fmt.Errorf("rendering the email: %w", err), Permanent: true}
 	}
 	msg := mail.NewMsg()
 	if err := msg.From(e.from); err != nil {
-		return Outcome{Err: fmt.Errorf("GATEHOUSE_SMTP_FROM: %w", err), Permanent: true}
+		return notify.Outcome{Err: fmt.Errorf("GATEHOUSE_SMTP_FROM: %w", err), Permanent: true}
 	}
 	if err := msg.To(addr); err != nil {
-		return Outcome{Err: fmt.Errorf("address of %s: %w", d.Recipient, err), Permanent: true}
+		return notify.Outcome{Err: fmt.Errorf("address of %s: %w", d.Recipient, err), Permanent: true}
 	}
 	msg.Subject(Subjectline(d.Event, s))
 	// The delivery's id: a retry after a crash is the same message to
@@ -133,67 +117,51 @@ func (e *Email) Send(ctx context.Context, d *Delivery, s *Subject) Outcome {
 	}
 	c, err := mail.NewClient(e.smtp.Host, opts...)
 	if err != nil {
-		return Outcome{Err: fmt.Errorf("smtp client: %w", err), Permanent: true}
+		return notify.Outcome{Err: fmt.Errorf("smtp client: %w", err), Permanent: true}
 	}
 	if err := c.DialAndSendWithContext(ctx, msg); err != nil {
-		return Outcome{Err: fmt.Errorf("smtp %s:%d: %w", e.smtp.Host, e.smtp.Port, err)}
+		return notify.Outcome{Err: fmt.Errorf("smtp %s:%d: %w", e.smtp.Host, e.smtp.Port, err)}
 	}
-	return Outcome{OK: true}
-}
-
-// KindLabel names an interrupt kind for people.
-func KindLabel(kind string) string {
-	switch kind {
-	case "prd", "sdd":
-		return strings.ToUpper(kind)
-	case "":
-		return "Decision"
-	}
-	return strings.ToUpper(kind[:1]) + kind[1:]
+	return notify.Outcome{OK: true}
 }
 
 // Subjectline is an email's subject: the kind and the task.
-func Subjectline(event string, s *Subject) string {
+func Subjectline(event string, s *notify.Subject) string {
 	title := s.Task.Title
 	if title == "" {
 		title = s.Task.Workflow + " " + s.Task.ID[:8]
 	}
 	kind := ""
 	if s.Interrupt != nil {
-		kind = KindLabel(s.Interrupt.Kind)
+		kind = notify.KindLabel(s.Interrupt.Kind)
 	}
 	switch event {
-	case EventRaised:
+	case notify.EventRaised:
 		return fmt.Sprintf("[Gatehouse] %s waits for your decision: %s", kind, title)
-	case EventReminder:
+	case notify.EventReminder:
 		return fmt.Sprintf("[Gatehouse] Reminder: %s waits for your decision: %s", kind, title)
-	case EventEscalated:
+	case notify.EventEscalated:
 		return fmt.Sprintf("[Gatehouse] Escalated to you: %s of %s", kind, title)
-	case EventExpired:
+	case notify.EventExpired:
 		return fmt.Sprintf("[Gatehouse] %s expired: %s", kind, title)
-	case EventDecided:
+	case notify.EventDecided:
 		return fmt.Sprintf("[Gatehouse] %s decided: %s", kind, title)
-	case EventSucceeded:
+	case notify.EventSucceeded:
 		return "[Gatehouse] Task succeeded: " + title
-	case EventFailed:
+	case notify.EventFailed:
 		return "[Gatehouse] Task failed: " + title
-	case EventCancelled:
+	case notify.EventCancelled:
 		return "[Gatehouse] Task cancelled: " + title
 	}
 	return "[Gatehouse] " + event + ": " + title
 }
 
-// Summary bounds: an email shows the start of the artifact, and at most
-// so many lines of its diff.
-const (
-	summaryLines = 40
-	summaryChars = 4000
-	diffLines    = 60
-)
+// diffLines bounds the diff an email shows.
+const diffLines = 60
 
 // Compose builds the email's content for an event (without its action
 // link, which is made per recipient).
-func Compose(event string, s *Subject, publicURL string) views.Email {
+func Compose(event string, s *notify.Subject, publicURL string) views.Email {
 	m := views.Email{TaskTitle: s.Task.Title, Workflow: s.Task.Workflow, Heading: Subjectline(event, s)}
 	m.Heading = strings.TrimPrefix(m.Heading, "[Gatehouse] ")
 	if m.TaskTitle == "" {
@@ -204,7 +172,7 @@ func Compose(event string, s *Subject, publicURL string) views.Email {
 		m.ActionURL, m.ActionLabel = m.TaskURL, "Open the task"
 	}
 	switch event {
-	case EventSucceeded, EventFailed, EventCancelled:
+	case notify.EventSucceeded, notify.EventFailed, notify.EventCancelled:
 		m.Kind = string(s.Task.Status)
 		if s.Task.Error != "" {
 			m.Ask = "Error: " + s.Task.Error
@@ -224,31 +192,18 @@ func Compose(event string, s *Subject, publicURL string) views.Email {
 	if itr.Deadline != nil {
 		m.Deadline = itr.Deadline.UTC().Format("2006-01-02 15:04 MST")
 	}
-	if d := s.Decision; d != nil && event != EventRaised {
+	if d := s.Decision; d != nil && event != notify.EventRaised {
 		m.Ask = fmt.Sprintf("%s: %s by %s at %s", m.Ask, d.Action, d.DecidedBy, d.DecidedAt.UTC().Format(time.RFC3339))
 	}
 	if a := itr.Payload.Artifact; a != nil {
 		m.ArtifactName = a.Name
-		m.Summary, m.Truncated = summarize(a.Content)
+		m.Summary, m.Truncated = notify.Summarize(a.Content)
 		if prev, cur, ok := lastTwo(s.Artifacts, a.Name, a.Content); ok {
 			m.DiffFrom, m.DiffTo = prev.Version, cur.Version
 			m.Diff = LineDiff(prev.Content, cur.Content, diffLines)
 		}
 	}
 	return m
-}
-
-func summarize(content string) (string, bool) {
-	lines := strings.Split(strings.TrimRight(content, "\n"), "\n")
-	cut := false
-	if len(lines) > summaryLines {
-		lines, cut = lines[:summaryLines], true
-	}
-	out := strings.Join(lines, "\n")
-	if len(out) > summaryChars {
-		out, cut = strings.ToValidUTF8(out[:summaryChars], ""), true
-	}
-	return out, cut
 }
 
 // lastTwo finds the version of artifact name with this content and the
