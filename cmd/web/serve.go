@@ -74,6 +74,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	pruneCtx, stopPrune := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopPrune()
 	go pruneAuth(pruneCtx, authSvc, log.With("component", "auth"))
+	go foldAnalytics(pruneCtx, store, log.With("component", "analytics"))
 	// The history prune has its own context: shutdown stops it first, and
 	// waits for it, so no statement of it is in flight when the pool closes.
 	retentionCtx, stopRetention := context.WithCancel(context.WithoutCancel(ctx))
@@ -260,6 +261,25 @@ func pruneAuth(ctx context.Context, svc *auth.Service, log *slog.Logger) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// foldAnalytics moves the analytics deltas into the rollups once a
+// minute (reports fold too): deltas are a row per decision.
+func foldAnalytics(ctx context.Context, store *postgres.Store, log *slog.Logger) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n, err := store.FoldAnalytics(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("folding analytics", "error", err)
+		} else if n > 0 {
+			log.Debug("folded analytics", "decisions_and_closings", n)
 		}
 	}
 }

@@ -129,3 +129,9 @@ WHERE i.status = sqlc.arg(status)::text
   AND (sqlc.arg(workflow)::text = '' OR t.workflow = sqlc.arg(workflow)::text)
 ORDER BY coalesce(i.resolved_at, i.created_at) DESC, i.id DESC
 LIMIT sqlc.arg(max_rows)::int;
+
+-- AnalyticsFold moves the deltas the triggers appended into the rollups
+-- (migration 00080); a report folds first, so it counts every decision
+-- committed before it.
+-- name: AnalyticsFold :one
+SELECT gatehouse_analytics_fold()::int AS moved;

@@ -10,11 +10,14 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
 )
 
-// Analytics computes the approval analytics of f from the rollups that the
-// triggers of migration 00040 keep in every decision's transaction. The
+// Analytics computes the approval analytics of f from the rollups, folding
+// into them first what the triggers appended since (migration 00080). The
 // five reads run at once, each on its own connection: on a large history
 // the report costs the slowest of them, not their sum.
 func (s *Store) Analytics(ctx context.Context, f analytics.Filter) (*analytics.Report, error) {
+	if _, err := s.FoldAnalytics(ctx); err != nil {
+		return nil, err
+	}
 	in := analytics.Input{Filter: f}
 	var (
 		wg   sync.WaitGroup
@@ -201,4 +204,15 @@ func (s *Store) AnalyticsBehind(ctx context.Context, b Behind) ([]BehindRow, err
 		return nil, fmt.Errorf("analytics: unknown figure %q", b.What)
 	}
 	return out, nil
+}
+
+// FoldAnalytics moves the analytics deltas into the rollups and returns
+// how many it moved. Reports fold first; cmd/web also folds once a minute
+// so that the deltas stay few.
+func (s *Store) FoldAnalytics(ctx context.Context) (int, error) {
+	n, err := s.q.AnalyticsFold(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("fold analytics: %w", err)
+	}
+	return int(n), nil
 }

@@ -341,6 +341,20 @@ func (q *Queries) AnalyticsDecisionList(ctx context.Context, arg AnalyticsDecisi
 	return items, nil
 }
 
+const analyticsFold = `-- name: AnalyticsFold :one
+SELECT gatehouse_analytics_fold()::int AS moved
+`
+
+// AnalyticsFold moves the deltas the triggers appended into the rollups
+// (migration 00080); a report folds first, so it counts every decision
+// committed before it.
+func (q *Queries) AnalyticsFold(ctx context.Context) (int32, error) {
+	row := q.db.QueryRow(ctx, analyticsFold)
+	var moved int32
+	err := row.Scan(&moved)
+	return moved, err
+}
+
 const analyticsInterruptDays = `-- name: AnalyticsInterruptDays :many
 
 SELECT day, kind, sum(closed)::int AS closed, sum(expired)::int AS expired, sum(cancelled)::int AS cancelled

@@ -42,6 +42,18 @@ type AnalyticsDeciderDay struct {
 	Hist       []int32
 }
 
+type AnalyticsDelta struct {
+	Day        time.Time
+	Workflow   string
+	Kind       string
+	What       string
+	Decider    string
+	Action     string
+	Seconds    float64
+	Rejections *int32
+	Fast       int32
+}
+
 type AnalyticsInterrupt struct {
 	Day       time.Time
 	Workflow  string
