@@ -54,6 +54,9 @@ SELECT * FROM webhook_endpoints WHERE id = @id;
 -- name: WebhookDelete :one
 WITH w AS (
     DELETE FROM webhook_endpoints WHERE id = @id::uuid RETURNING id, url
+), o AS (
+    -- no foreign key cascades (migration 00081)
+    DELETE FROM outbox WHERE endpoint_id = @id::uuid
 ), a AS (
     INSERT INTO audit_events (actor, kind, subject, data)
     SELECT @actor::text, 'webhook.removed', w.id::text, jsonb_build_object('url', w.url)
@@ -141,22 +144,33 @@ WHERE state = 'pending' AND COALESCE(endpoint_id::text, channel) <> ALL (sqlc.ar
 -- OutboxDone records one attempt: its log row, and the row's new state.
 -- The attempt number fences it: a sender whose claim lapsed and was taken
 -- over by another writes nothing.
--- name: OutboxDone :execrows
-WITH o AS (
+-- OutboxDoneMany records the attempts of a batch of deliveries in one
+-- statement: each row's state and its delivery log entry. A row whose
+-- attempt number moved on was claimed again by another sender (its lease
+-- lapsed) and is left alone; the ids returned are those recorded.
+-- payloads: '' for none (a body is kept from the first attempt on).
+-- name: OutboxDoneMany :many
+WITH r AS (
+    -- unnests in one SELECT list zip arrays of the same length
+    SELECT unnest(@ids::uuid[]) AS id, unnest(@attempts::int[]) AS attempt, unnest(@states::text[]) AS state,
+           unnest(@next_ats::timestamptz[]) AS next_at, unnest(@payloads::text[]) AS payload,
+           unnest(@errors::text[]) AS error, unnest(@duration_ms::bigint[]) AS duration_ms,
+           unnest(@status_codes::int[]) AS status_code
+), o AS (
     UPDATE outbox
-    SET state        = @state::text,
-        next_at      = CASE WHEN @state::text = 'pending' THEN @next_at::timestamptz ELSE next_at END,
-        payload      = COALESCE(outbox.payload, sqlc.narg(payload)::jsonb),
-        last_error   = @error::text,
-        delivered_at = CASE WHEN @state::text = 'delivered' THEN now() END
-    WHERE id = @id::uuid AND attempts = @attempt::int
-    RETURNING id
+    SET state        = r.state,
+        next_at      = CASE WHEN r.state = 'pending' THEN r.next_at ELSE outbox.next_at END,
+        payload      = COALESCE(outbox.payload, NULLIF(r.payload, '')::jsonb),
+        last_error   = r.error,
+        delivered_at = CASE WHEN r.state = 'delivered' THEN now() END
+    FROM r
+    WHERE outbox.id = r.id AND outbox.attempts = r.attempt
+    RETURNING outbox.id, r.attempt, r.duration_ms, r.status_code, r.state, r.error
+), a AS (
+    INSERT INTO outbox_attempts (outbox_id, attempt, duration_ms, status_code, ok, error)
+    SELECT o.id, o.attempt, o.duration_ms, o.status_code, o.state = 'delivered', o.error FROM o
 )
-INSERT INTO outbox_attempts (outbox_id, attempt, duration_ms, status_code, ok, error)
-SELECT o.id, @attempt::int, @duration_ms::bigint, @status_code::int, @ok::bool, @error::text
-FROM o;
-
--- OutboxRedeliver makes a delivery due again now, keeping its id.
+SELECT o.id FROM o;
 -- name: OutboxRedeliver :one
 UPDATE outbox SET state = 'pending', next_at = now(), delivered_at = NULL
 WHERE id = @id::uuid
@@ -169,6 +183,8 @@ SELECT * FROM outbox WHERE endpoint_id = @endpoint_id::uuid ORDER BY created_at 
 -- name: OutboxAttempts :many
 SELECT * FROM outbox_attempts WHERE outbox_id = ANY (@ids::uuid[]) ORDER BY outbox_id, attempt;
 
+-- name: DecisionByInterrupt :one
+SELECT * FROM decisions WHERE interrupt_id = @interrupt_id::uuid;
 -- name: OutboxGet :one
 SELECT * FROM outbox WHERE id = @id;
 

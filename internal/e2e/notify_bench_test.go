@@ -158,11 +158,21 @@ func BenchmarkOutboxApproval(b *testing.B) {
 	start()
 	cw, cx := newCycler(b, without, tasks), newCycler(b, with, tasks)
 	per := max(1, b.N/(tasks*chunks))
+	// CPU per round: latency swings with whatever else the machine runs,
+	// CPU time hardly does. PostgreSQL's is each stack's own database's;
+	// this process's is split by chunk (the sender's work spills into the
+	// next chunk a little).
+	pgw, pgx := startCPU(b, without.pool), startCPU(b, with.pool)
+	var goA, goX time.Duration
 	b.ResetTimer()
 	var a, x []time.Duration
 	for range chunks {
+		t := selfCPU()
 		a = append(a, cw.rounds(b, per)...)
+		goA += selfCPU() - t
+		t = selfCPU()
 		x = append(x, cx.rounds(b, per)...)
+		goX += selfCPU() - t
 	}
 	b.StopTimer()
 	pa, px := p50(a), p50(x)
@@ -175,6 +185,12 @@ func BenchmarkOutboxApproval(b *testing.B) {
 	for sink.ok.Load() < want && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
+	_, pgA := pgw.stop(b)
+	_, pgX := pgx.stop(b)
+	b.ReportMetric(float64(pgA.Microseconds())/float64(len(a)), "pg_cpu_us/round_without")
+	b.ReportMetric(float64(pgX.Microseconds())/float64(len(x)), "pg_cpu_us/round_with")
+	b.ReportMetric(float64(goA.Microseconds())/float64(len(a)), "go_cpu_us/round_without")
+	b.ReportMetric(float64(goX.Microseconds())/float64(len(x)), "go_cpu_us/round_with")
 	if sink.bad.Load() > 0 || sink.ok.Load() < want {
 		b.Fatalf("deliveries: %d verified, %d refused, want %d", sink.ok.Load(), sink.bad.Load(), want)
 	}

@@ -102,6 +102,12 @@ type Result struct {
 	StatusCode int
 }
 
+// Finished is an attempt at a delivery with its result.
+type Finished struct {
+	Delivery *Delivery
+	Result   Result
+}
+
 // Endpoint is a webhook endpoint.
 type Endpoint struct {
 	ID             string
@@ -122,21 +128,19 @@ type Subject struct {
 	Artifacts []graph.Artifact
 }
 
-// Errors of a Store.
-var (
-	ErrNotFound = errors.New("not found")
-	// ErrLost: the delivery was claimed again by another sender (its
-	// claim lapsed); this sender's result is not recorded.
-	ErrLost = errors.New("delivery claimed by another sender")
-)
+// ErrNotFound: a Store's thing is not there.
+var ErrNotFound = errors.New("not found")
 
 // Store is what a Sender needs of the database.
 type Store interface {
 	// ClaimDeliveries takes up to max due deliveries whose destination is
 	// not in busy, leasing them for lease.
 	ClaimDeliveries(ctx context.Context, max int, lease time.Duration, busy []string) ([]Delivery, error)
-	// FinishDelivery records an attempt's result. Errors: ErrLost.
-	FinishDelivery(ctx context.Context, d *Delivery, r Result) error
+	// FinishDeliveries records the results of attempts, all in one
+	// commit, and returns the ids of those it did not record because
+	// their deliveries were claimed again by another sender (their claim
+	// lapsed).
+	FinishDeliveries(ctx context.Context, fs []Finished) (lost []string, err error)
 	// NextDue is when the earliest pending delivery to a destination not
 	// in busy is due (false: none).
 	NextDue(ctx context.Context, busy []string) (time.Time, bool, error)

@@ -179,8 +179,21 @@ func deliveryFromRow(r dbsqlc.Outbox) notify.Delivery {
 
 // ClaimDeliveries implements notify.Store.
 func (s *Store) ClaimDeliveries(ctx context.Context, max int, lease time.Duration, busy []string) ([]notify.Delivery, error) {
-	rows, err := s.q.OutboxClaim(ctx, dbsqlc.OutboxClaimParams{LeaseSeconds: lease.Seconds(), Busy: busy, MaxRows: int32(max)})
-	if err != nil {
+	// Committed without waiting for its WAL flush, as task claims are: a
+	// claim lost in a database crash leaves the row due, to be claimed
+	// again under its id.
+	var rows []dbsqlc.Outbox
+	b := &pgx.Batch{}
+	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxAsyncCommit(ctx) })
+	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error {
+		_, err := q.OutboxClaim(ctx, dbsqlc.OutboxClaimParams{LeaseSeconds: lease.Seconds(), Busy: busy, MaxRows: int32(max)})
+		return err
+	}).Query(func(r pgx.Rows) error {
+		var err error
+		rows, err = pgx.CollectRows(r, pgx.RowToStructByPos[dbsqlc.Outbox])
+		return err
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("claim deliveries: %w", err)
 	}
 	out := make([]notify.Delivery, 0, len(rows))
@@ -190,22 +203,53 @@ func (s *Store) ClaimDeliveries(ctx context.Context, max int, lease time.Duratio
 	return out, nil
 }
 
-// FinishDelivery implements notify.Store.
-func (s *Store) FinishDelivery(ctx context.Context, d *notify.Delivery, r notify.Result) error {
-	id, ok := parseID(d.ID)
-	if !ok {
-		return notify.ErrNotFound
+// FinishDeliveries implements notify.Store: one statement for the batch,
+// committed without waiting for its WAL flush. A database crash may lose
+// the record of an attempt, never a delivery: the row is then sent again
+// under the same id after its claim lapses (at least once, as always),
+// and the receiver tells the repeat by its webhook-id or Message-ID.
+func (s *Store) FinishDeliveries(ctx context.Context, fs []notify.Finished) ([]string, error) {
+	p := dbsqlc.OutboxDoneManyParams{Ids: make([]uuid.UUID, 0, len(fs)), Attempts: make([]int32, 0, len(fs)),
+		States: make([]string, 0, len(fs)), NextAts: make([]time.Time, 0, len(fs)), Payloads: make([]string, 0, len(fs)),
+		Errors: make([]string, 0, len(fs)), DurationMs: make([]int64, 0, len(fs)), StatusCodes: make([]int32, 0, len(fs))}
+	var lost []string
+	for _, f := range fs {
+		id, ok := parseID(f.Delivery.ID)
+		if !ok {
+			lost = append(lost, f.Delivery.ID)
+			continue
+		}
+		r := f.Result
+		p.Ids = append(p.Ids, id)
+		p.Attempts = append(p.Attempts, int32(f.Delivery.Attempt))
+		p.States = append(p.States, r.State)
+		p.NextAts = append(p.NextAts, r.NextAt)
+		p.Payloads = append(p.Payloads, string(r.Payload))
+		p.Errors = append(p.Errors, r.Error)
+		p.DurationMs = append(p.DurationMs, r.DurationMS)
+		p.StatusCodes = append(p.StatusCodes, int32(r.StatusCode))
 	}
-	n, err := s.q.OutboxDone(ctx, dbsqlc.OutboxDoneParams{ID: id, Attempt: int32(d.Attempt), DurationMs: r.DurationMS,
-		StatusCode: int32(r.StatusCode), Ok: r.State == notify.StateDelivered, Error: r.Error, State: r.State,
-		NextAt: r.NextAt, Payload: r.Payload})
-	if err != nil {
-		return fmt.Errorf("finish delivery %s: %w", d.ID, err)
+	if len(p.Ids) == 0 {
+		return lost, nil
 	}
-	if n == 0 {
-		return notify.ErrLost
+	var done []uuid.UUID
+	b := &pgx.Batch{}
+	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxAsyncCommit(ctx) })
+	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.OutboxDoneMany(ctx, p); return err }).
+		Query(func(rows pgx.Rows) error {
+			var err error
+			done, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+			return err
+		})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("finish %d deliveries: %w", len(p.Ids), err)
 	}
-	return nil
+	for _, id := range p.Ids {
+		if !slices.Contains(done, id) {
+			lost = append(lost, id.String())
+		}
+	}
+	return lost, nil
 }
 
 // NextDue implements notify.Store.
@@ -238,14 +282,13 @@ func (s *Store) Subject(ctx context.Context, d *notify.Delivery) (*notify.Subjec
 		}
 		subj.Interrupt = itr
 		if itr.Status == graph.InterruptResolved {
-			decs, err := s.Decisions(ctx, d.TaskID)
-			if err != nil {
-				return nil, err
+			iid, _ := parseID(itr.ID)
+			r, err := s.q.DecisionByInterrupt(ctx, iid)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return nil, fmt.Errorf("decision of %s: %w", itr.ID, err)
 			}
-			for i := range decs {
-				if decs[i].InterruptID == itr.ID {
-					subj.Decision = &decs[i]
-				}
+			if err == nil {
+				subj.Decision = decisionFromRow(r)
 			}
 		}
 	}

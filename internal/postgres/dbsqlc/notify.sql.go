@@ -7,7 +7,6 @@ package dbsqlc
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -78,6 +77,27 @@ func (q *Queries) ActionLinkSpend(ctx context.Context, tokenHash []byte) ([]byte
 	var token_hash []byte
 	err := row.Scan(&token_hash)
 	return token_hash, err
+}
+
+const decisionByInterrupt = `-- name: DecisionByInterrupt :one
+SELECT id, interrupt_id, task_id, action, feedback, value, decided_by, decided_at, payload_sha256 FROM decisions WHERE interrupt_id = $1::uuid
+`
+
+func (q *Queries) DecisionByInterrupt(ctx context.Context, interruptID uuid.UUID) (Decision, error) {
+	row := q.db.QueryRow(ctx, decisionByInterrupt, interruptID)
+	var i Decision
+	err := row.Scan(
+		&i.ID,
+		&i.InterruptID,
+		&i.TaskID,
+		&i.Action,
+		&i.Feedback,
+		&i.Value,
+		&i.DecidedBy,
+		&i.DecidedAt,
+		&i.PayloadSha256,
+	)
+	return i, err
 }
 
 const outboxAttempts = `-- name: OutboxAttempts :many
@@ -219,53 +239,76 @@ func (q *Queries) OutboxClaim(ctx context.Context, arg OutboxClaimParams) ([]Out
 	return items, nil
 }
 
-const outboxDone = `-- name: OutboxDone :execrows
-WITH o AS (
+const outboxDoneMany = `-- name: OutboxDoneMany :many
+WITH r AS (
+    -- unnests in one SELECT list zip arrays of the same length
+    SELECT unnest($1::uuid[]) AS id, unnest($2::int[]) AS attempt, unnest($3::text[]) AS state,
+           unnest($4::timestamptz[]) AS next_at, unnest($5::text[]) AS payload,
+           unnest($6::text[]) AS error, unnest($7::bigint[]) AS duration_ms,
+           unnest($8::int[]) AS status_code
+), o AS (
     UPDATE outbox
-    SET state        = $6::text,
-        next_at      = CASE WHEN $6::text = 'pending' THEN $7::timestamptz ELSE next_at END,
-        payload      = COALESCE(outbox.payload, $8::jsonb),
-        last_error   = $5::text,
-        delivered_at = CASE WHEN $6::text = 'delivered' THEN now() END
-    WHERE id = $9::uuid AND attempts = $1::int
-    RETURNING id
+    SET state        = r.state,
+        next_at      = CASE WHEN r.state = 'pending' THEN r.next_at ELSE outbox.next_at END,
+        payload      = COALESCE(outbox.payload, NULLIF(r.payload, '')::jsonb),
+        last_error   = r.error,
+        delivered_at = CASE WHEN r.state = 'delivered' THEN now() END
+    FROM r
+    WHERE outbox.id = r.id AND outbox.attempts = r.attempt
+    RETURNING outbox.id, r.attempt, r.duration_ms, r.status_code, r.state, r.error
+), a AS (
+    INSERT INTO outbox_attempts (outbox_id, attempt, duration_ms, status_code, ok, error)
+    SELECT o.id, o.attempt, o.duration_ms, o.status_code, o.state = 'delivered', o.error FROM o
 )
-INSERT INTO outbox_attempts (outbox_id, attempt, duration_ms, status_code, ok, error)
-SELECT o.id, $1::int, $2::bigint, $3::int, $4::bool, $5::text
-FROM o
+SELECT o.id FROM o
 `
 
-type OutboxDoneParams struct {
-	Attempt    int32
-	DurationMs int64
-	StatusCode int32
-	Ok         bool
-	Error      string
-	State      string
-	NextAt     time.Time
-	Payload    json.RawMessage
-	ID         uuid.UUID
+type OutboxDoneManyParams struct {
+	Ids         []uuid.UUID
+	Attempts    []int32
+	States      []string
+	NextAts     []time.Time
+	Payloads    []string
+	Errors      []string
+	DurationMs  []int64
+	StatusCodes []int32
 }
 
 // OutboxDone records one attempt: its log row, and the row's new state.
 // The attempt number fences it: a sender whose claim lapsed and was taken
 // over by another writes nothing.
-func (q *Queries) OutboxDone(ctx context.Context, arg OutboxDoneParams) (int64, error) {
-	result, err := q.db.Exec(ctx, outboxDone,
-		arg.Attempt,
+// OutboxDoneMany records the attempts of a batch of deliveries in one
+// statement: each row's state and its delivery log entry. A row whose
+// attempt number moved on was claimed again by another sender (its lease
+// lapsed) and is left alone; the ids returned are those recorded.
+// payloads: ” for none (a body is kept from the first attempt on).
+func (q *Queries) OutboxDoneMany(ctx context.Context, arg OutboxDoneManyParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, outboxDoneMany,
+		arg.Ids,
+		arg.Attempts,
+		arg.States,
+		arg.NextAts,
+		arg.Payloads,
+		arg.Errors,
 		arg.DurationMs,
-		arg.StatusCode,
-		arg.Ok,
-		arg.Error,
-		arg.State,
-		arg.NextAt,
-		arg.Payload,
-		arg.ID,
+		arg.StatusCodes,
 	)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const outboxEnqueue = `-- name: OutboxEnqueue :one
@@ -401,7 +444,6 @@ WHERE id = $1::uuid
 RETURNING id
 `
 
-// OutboxRedeliver makes a delivery due again now, keeping its id.
 func (q *Queries) OutboxRedeliver(ctx context.Context, id uuid.UUID) (uuid.UUID, error) {
 	row := q.db.QueryRow(ctx, outboxRedeliver, id)
 	var id_2 uuid.UUID
@@ -493,6 +535,9 @@ func (q *Queries) UserSetSlack(ctx context.Context, arg UserSetSlackParams) (uui
 const webhookDelete = `-- name: WebhookDelete :one
 WITH w AS (
     DELETE FROM webhook_endpoints WHERE id = $1::uuid RETURNING id, url
+), o AS (
+    -- no foreign key cascades (migration 00081)
+    DELETE FROM outbox WHERE endpoint_id = $1::uuid
 ), a AS (
     INSERT INTO audit_events (actor, kind, subject, data)
     SELECT $2::text, 'webhook.removed', w.id::text, jsonb_build_object('url', w.url)
