@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/gatehousehq/gatehouse/internal/analytics"
 	"github.com/gatehousehq/gatehouse/internal/analytics/analyticstest"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
@@ -57,6 +59,30 @@ func equalJSON(t *testing.T, what string, got any, want string) {
 	w, _ := json.Marshal(asJSON(t, want))
 	if !bytes.Equal(g, w) {
 		t.Errorf("%s:\n got %s\nwant %s", what, g, w)
+	}
+}
+
+// TestAnalyticsFoldedEach: rollups folded a decision at a time (rows
+// added to, histograms summed) report what one fold of every delta does.
+func TestAnalyticsFoldedEach(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	report := func(seed func(testing.TB, *pgxpool.Pool)) map[string]any {
+		pool := pgtest.NewPool(t)
+		seed(t, pool)
+		r, err := postgres.NewStore(pool).Analytics(ctx, mustFilter(t, "2026-01-05", "2026-01-08", "", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := jsonOf(t, r)
+		delete(m, "generated_at")
+		return m
+	}
+	once, each := report(analyticstest.Seed), report(analyticstest.SeedFoldingEach)
+	a, _ := json.Marshal(once)
+	b, _ := json.Marshal(each)
+	if !bytes.Equal(a, b) {
+		t.Errorf("folded at once:\n%s\nfolded each time:\n%s", a, b)
 	}
 }
 

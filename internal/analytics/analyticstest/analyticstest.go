@@ -26,6 +26,15 @@ var Now = time.Date(2026, 1, 9, 12, 0, 0, 0, time.UTC)
 type history struct {
 	t    testing.TB
 	pool *pgxpool.Pool
+	// foldEach: fold the analytics deltas after every decision and
+	// closing, so that rollup rows are added to, not only created.
+	foldEach bool
+}
+
+func (h history) folded() {
+	if h.foldEach {
+		h.exec(`SELECT gatehouse_analytics_fold()`)
+	}
 }
 
 func (h history) exec(sql string, args ...any) {
@@ -63,19 +72,29 @@ func (h history) decide(itr, action, who string, at time.Time) {
 		RETURNING id, task_id, resolved_at)
 	INSERT INTO decisions (interrupt_id, task_id, action, decided_by, decided_at)
 	SELECT i.id, i.task_id, $2, $3, i.resolved_at FROM i`, itr, action, who, at)
+	h.folded()
 }
 
 func (h history) close(itr, status string, at time.Time) {
 	h.t.Helper()
 	h.exec(`UPDATE interrupts SET status = $2, resolved_at = $3 WHERE id = $1`, itr, status, at)
+	h.folded()
 }
 
 // Seed writes the history of the analytics tests: the figures it gives
 // for 5–8 January 2026 are worked out by hand in internal/postgres
 // (TestAnalyticsExact).
-func Seed(t testing.TB, pool *pgxpool.Pool) {
+func Seed(t testing.TB, pool *pgxpool.Pool) { seed(history{t: t, pool: pool}) }
+
+// SeedFoldingEach is Seed with the analytics deltas folded into the
+// rollups after every decision and closing: the report must not differ.
+func SeedFoldingEach(t testing.TB, pool *pgxpool.Pool) {
+	seed(history{t: t, pool: pool, foldEach: true})
+}
+
+func seed(h history) {
+	t := h.t
 	t.Helper()
-	h := history{t, pool}
 	// SPEC §11 adds the status expired (another migration); allow it here
 	// as that migration will.
 	h.exec(`ALTER TABLE interrupts DROP CONSTRAINT IF EXISTS interrupts_status_check`)
