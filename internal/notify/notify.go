@@ -144,8 +144,9 @@ type Store interface {
 	// NextDue is when the earliest pending delivery to a destination not
 	// in busy is due (false: none).
 	NextDue(ctx context.Context, busy []string) (time.Time, bool, error)
-	// Subject reads what d is about. Errors: ErrNotFound (the task is gone).
-	Subject(ctx context.Context, d *Delivery) (*Subject, error)
+	// Subjects reads what each of ds is about: nil where the task (or
+	// the interrupt) is gone.
+	Subjects(ctx context.Context, ds []Delivery) ([]*Subject, error)
 	// Endpoint errors: ErrNotFound.
 	Endpoint(ctx context.Context, id string) (*Endpoint, error)
 	DisableEndpoint(ctx context.Context, id, reason string) error

@@ -232,12 +232,24 @@ func (s *Sender) claim(ctx context.Context) (n int, full bool, busy []string, er
 		s.total++
 	}
 	s.mu.Unlock()
+	var subjs []*Subject
+	var subjErr error
+	if len(ds) > 0 {
+		// Claimed rows are sent even when Stop comes now.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		subjs, subjErr = s.cfg.Store.Subjects(rctx, ds)
+		cancel()
+	}
 	for i := range ds {
 		d := ds[i]
+		var subj *Subject
+		if subjErr == nil {
+			subj = subjs[i]
+		}
 		s.sends.Add(1)
 		go func() {
 			defer s.sends.Done()
-			s.results <- Finished{Delivery: &d, Result: s.deliver(&d)}
+			s.results <- Finished{Delivery: &d, Result: s.deliver(&d, subj, subjErr)}
 		}()
 	}
 	return len(ds), len(ds) == free, busy, nil
@@ -313,20 +325,20 @@ func (s *Sender) finish(batch []Finished) {
 	}
 }
 
-// deliver makes one attempt at d.
-func (s *Sender) deliver(d *Delivery) Result {
+// deliver makes one attempt at d, about subj (nil: gone, or not read
+// because of subjErr).
+func (s *Sender) deliver(d *Delivery, subj *Subject, subjErr error) Result {
 	// An attempt is not cut short by Stop: it ends within its lease.
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Lease-5*time.Second)
 	defer cancel()
 	start := time.Now()
 	var out Outcome
-	subj, err := s.cfg.Store.Subject(ctx, d)
 	ch := s.cfg.Channels[d.Channel]
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case subjErr != nil:
+		out = Outcome{Err: fmt.Errorf("reading the task: %w", subjErr)}
+	case subj == nil:
 		out = Outcome{Err: errors.New("the task is gone"), Permanent: true}
-	case err != nil:
-		out = Outcome{Err: fmt.Errorf("reading the task: %w", err)}
 	case ch == nil:
 		out = Outcome{Err: fmt.Errorf("channel %s is not configured on this replica", d.Channel)}
 	default:

@@ -264,40 +264,48 @@ func (s *Store) NextDue(ctx context.Context, busy []string) (time.Time, bool, er
 	return at, true, nil
 }
 
-// Subject implements notify.Store: the task and its interrupt in one
-// statement; the decision only once the interrupt was decided; the
-// artifacts only for the channels that show them.
-func (s *Store) Subject(ctx context.Context, d *notify.Delivery) (*notify.Subject, error) {
-	task, itr, err := s.DecisionSubject(ctx, d.TaskID, d.InterruptID)
-	if errors.Is(err, graph.ErrTaskNotFound) {
-		return nil, notify.ErrNotFound
+// Subjects implements notify.Store: the tasks, interrupts and decisions
+// of a batch in one statement; the artifacts only for the channels that
+// show them.
+func (s *Store) Subjects(ctx context.Context, ds []notify.Delivery) ([]*notify.Subject, error) {
+	p := dbsqlc.OutboxSubjectsParams{TaskIds: make([]uuid.UUID, len(ds)), InterruptIds: make([]uuid.UUID, len(ds))}
+	for i := range ds {
+		p.TaskIds[i], _ = parseID(ds[i].TaskID)
+		p.InterruptIds[i], _ = parseID(ds[i].InterruptID)
 	}
+	rows, err := s.q.OutboxSubjects(ctx, p)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read the subjects of %d deliveries: %w", len(ds), err)
 	}
-	subj := &notify.Subject{Task: task}
-	if d.InterruptID != "" {
-		if itr == nil {
-			return nil, notify.ErrNotFound
+	out := make([]*notify.Subject, len(ds))
+	for _, r := range rows {
+		i := int(r.Ord) - 1
+		if i < 0 || i >= len(ds) {
+			continue
 		}
-		subj.Interrupt = itr
-		if itr.Status == graph.InterruptResolved {
-			iid, _ := parseID(itr.ID)
-			r, err := s.q.DecisionByInterrupt(ctx, iid)
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return nil, fmt.Errorf("decision of %s: %w", itr.ID, err)
-			}
-			if err == nil {
-				subj.Decision = decisionFromRow(r)
-			}
-		}
-	}
-	if d.Channel == notify.ChannelEmail || d.Channel == notify.ChannelSlack {
-		if subj.Artifacts, err = s.Artifacts(ctx, d.TaskID); err != nil {
+		task, itr, err := joinedTask(r.Task, joinedInterrupt{r.IID, r.ITaskID, r.INode, r.IKind, r.IIteration, r.IPayload,
+			r.IStatus, r.ICreatedAt, r.IResolvedAt, r.IDeadlineAt, r.IOverdue, r.IEscalationLevel, r.IClaimedBy,
+			r.IClaimExpiresAt, r.IPayloadSha256})
+		if err != nil {
 			return nil, err
 		}
+		if ds[i].InterruptID != "" && itr == nil {
+			continue // the interrupt is gone
+		}
+		subj := &notify.Subject{Task: task, Interrupt: itr}
+		if r.DID != nil && itr != nil {
+			subj.Decision = &graph.Decision{ID: r.DID.String(), InterruptID: itr.ID, TaskID: task.ID, Action: deref(r.DAction),
+				Feedback: deref(r.DFeedback), Value: r.DValue, DecidedBy: deref(r.DDecidedBy), DecidedAt: deref(r.DDecidedAt),
+				PayloadSHA256: deref(r.DPayloadSha256)}
+		}
+		if ch := ds[i].Channel; ch == notify.ChannelEmail || ch == notify.ChannelSlack {
+			if subj.Artifacts, err = s.Artifacts(ctx, task.ID); err != nil {
+				return nil, err
+			}
+		}
+		out[i] = subj
 	}
-	return subj, nil
+	return out, nil
 }
 
 func endpointFromRow(r dbsqlc.WebhookEndpoint) notify.Endpoint {

@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -449,6 +450,121 @@ func (q *Queries) OutboxRedeliver(ctx context.Context, id uuid.UUID) (uuid.UUID,
 	var id_2 uuid.UUID
 	err := row.Scan(&id_2)
 	return id_2, err
+}
+
+const outboxSubjects = `-- name: OutboxSubjects :many
+SELECT x.ord::int AS ord, t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error, t.event_seq, t.lease_owner, t.lease_expires_at, t.lease_fence, t.last_owner, t.created_by, t.created_at, t.updated_at, t.completed_at, t.definition_version, t.forked_from_task, t.forked_from_step,
+       i.id AS i_id, i.task_id AS i_task_id, i.node AS i_node, i.kind AS i_kind, i.iteration AS i_iteration,
+       i.payload AS i_payload, i.status AS i_status, i.created_at AS i_created_at, i.resolved_at AS i_resolved_at,
+       i.deadline_at AS i_deadline_at, i.overdue AS i_overdue, i.escalation_level AS i_escalation_level,
+       i.claimed_by AS i_claimed_by, i.claim_expires_at AS i_claim_expires_at, i.payload_sha256 AS i_payload_sha256,
+       d.id AS d_id, d.action AS d_action, d.feedback AS d_feedback, d.value AS d_value,
+       d.decided_by AS d_decided_by, d.decided_at AS d_decided_at, d.payload_sha256 AS d_payload_sha256
+FROM generate_subscripts($1::uuid[], 1) AS x (ord)
+JOIN tasks t ON t.id = ($1::uuid[])[x.ord]
+LEFT JOIN interrupts i ON i.id = ($2::uuid[])[x.ord]
+LEFT JOIN decisions d ON d.interrupt_id = i.id
+`
+
+type OutboxSubjectsParams struct {
+	TaskIds      []uuid.UUID
+	InterruptIds []uuid.UUID
+}
+
+type OutboxSubjectsRow struct {
+	Ord              int32
+	Task             Task
+	IID              *uuid.UUID
+	ITaskID          *uuid.UUID
+	INode            *string
+	IKind            *string
+	IIteration       *int32
+	IPayload         json.RawMessage
+	IStatus          *string
+	ICreatedAt       *time.Time
+	IResolvedAt      *time.Time
+	IDeadlineAt      *time.Time
+	IOverdue         *bool
+	IEscalationLevel *int32
+	IClaimedBy       *string
+	IClaimExpiresAt  *time.Time
+	IPayloadSha256   *string
+	DID              *uuid.UUID
+	DAction          *string
+	DFeedback        *string
+	DValue           json.RawMessage
+	DDecidedBy       *string
+	DDecidedAt       *time.Time
+	DPayloadSha256   *string
+}
+
+// OutboxSubjects reads what a batch of deliveries is about in one round
+// trip: for the i-th (task_ids[i], interrupt_ids[i]; uuid nil for none),
+// the task, the interrupt and its decision (NULL columns: none). A task
+// that is gone has no row.
+func (q *Queries) OutboxSubjects(ctx context.Context, arg OutboxSubjectsParams) ([]OutboxSubjectsRow, error) {
+	rows, err := q.db.Query(ctx, outboxSubjects, arg.TaskIds, arg.InterruptIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OutboxSubjectsRow{}
+	for rows.Next() {
+		var i OutboxSubjectsRow
+		if err := rows.Scan(
+			&i.Ord,
+			&i.Task.ID,
+			&i.Task.Workflow,
+			&i.Task.Title,
+			&i.Task.Input,
+			&i.Task.Options,
+			&i.Task.Status,
+			&i.Task.CurrentNode,
+			&i.Task.Result,
+			&i.Task.Error,
+			&i.Task.EventSeq,
+			&i.Task.LeaseOwner,
+			&i.Task.LeaseExpiresAt,
+			&i.Task.LeaseFence,
+			&i.Task.LastOwner,
+			&i.Task.CreatedBy,
+			&i.Task.CreatedAt,
+			&i.Task.UpdatedAt,
+			&i.Task.CompletedAt,
+			&i.Task.DefinitionVersion,
+			&i.Task.ForkedFromTask,
+			&i.Task.ForkedFromStep,
+			&i.IID,
+			&i.ITaskID,
+			&i.INode,
+			&i.IKind,
+			&i.IIteration,
+			&i.IPayload,
+			&i.IStatus,
+			&i.ICreatedAt,
+			&i.IResolvedAt,
+			&i.IDeadlineAt,
+			&i.IOverdue,
+			&i.IEscalationLevel,
+			&i.IClaimedBy,
+			&i.IClaimExpiresAt,
+			&i.IPayloadSha256,
+			&i.DID,
+			&i.DAction,
+			&i.DFeedback,
+			&i.DValue,
+			&i.DDecidedBy,
+			&i.DDecidedAt,
+			&i.DPayloadSha256,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const userGetBySlack = `-- name: UserGetBySlack :one
