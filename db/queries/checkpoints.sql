@@ -1,7 +1,10 @@
 -- TaskSnapshot is everything a run resumes from, in one round trip: the
 -- task, its current checkpoint with the blobs of its large fields
 -- (blob_keys[i] is the field of blob_values[i]; 00050_state_blobs.sql), and
--- the interrupt the checkpoint waits on with its decision, if any.
+-- the interrupt the checkpoint waits on with its decision, if any. A blob
+-- whose hash is in have (the caller holds its value already) comes as '',
+-- which no JSON value is: its row is still joined, so a blob that went
+-- missing is still seen, but its value is neither read nor sent.
 -- name: TaskSnapshot :one
 SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error,
        t.created_by, t.created_at, t.updated_at, t.completed_at, t.lease_fence,
@@ -13,7 +16,8 @@ SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, 
        d.decided_by AS d_decided_by, d.decided_at AS d_decided_at
 FROM tasks t
 JOIN workflow_checkpoints c ON c.task_id = t.id
-LEFT JOIN LATERAL (SELECT array_agg(r.key ORDER BY r.key)::text[] AS keys, array_agg(b.value ORDER BY r.key)::text[] AS vals
+LEFT JOIN LATERAL (SELECT array_agg(r.key ORDER BY r.key)::text[] AS keys,
+                          array_agg(CASE WHEN b.hash = ANY(@have::bytea[]) THEN '' ELSE b.value END ORDER BY r.key)::text[] AS vals
                    FROM jsonb_each_text(c.state_refs) r
                    JOIN state_blobs b ON b.task_id = c.task_id AND b.hash = decode(r.value, 'hex')) sb ON true
 LEFT JOIN interrupts i ON i.id = c.pending_interrupt_id

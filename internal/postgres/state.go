@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
+	"unsafe"
 
 	"github.com/gatehousehq/gatehouse/internal/jsonobj"
 )
@@ -153,25 +155,45 @@ func containsString(a []string, s string) bool {
 }
 
 // blobCache remembers, per task, the large fields of the last checkpoint
-// this store committed or loaded for a run, so that a field that did not
-// change is neither hashed nor sent again: comparing bytes is ~20× cheaper
-// than hashing them, and the blob is known to be stored. An entry is valid
-// for one fence only: a new lease (another worker, maybe another replica,
-// wrote since) starts afresh. Only a committed write or a load fills it.
+// this store committed or loaded, for two uses. A commit by the same lease
+// need not hash nor send a field whose bytes did not change: its blob is
+// known to be stored, and comparing bytes is ~20× cheaper than hashing them
+// (free when they are the very slice remembered). And a load need not read
+// back the value of a blob it holds: a blob is addressed by the hash of its
+// bytes, so the value of a task's hash never changes.
+//
+// "Known to be stored" holds for one fence only: under a new lease the task
+// may have ended meanwhile and its blobs been pruned. Only a committed
+// write or a load fills the cache, and the values it holds are never
+// modified (they are shared with the checkpoints that carried them).
 type blobCache struct {
 	mu    sync.Mutex
 	tasks map[string]*cachedTask
+	size  int // bytes of the values held
 }
 
 type cachedTask struct {
-	fence  int64
-	fields map[string]blob
+	fence  int64 // the lease fence under which fields are known stored
+	fields []blob
+	size   int
 }
 
-// blobCacheMax bounds the tasks remembered: a task that waits or ends
-// leaves the cache, so only running tasks stay, fewer than the workers of
-// a replica; the bound guards against a leak, not a working set.
-const blobCacheMax = 4096
+// blobCacheMax and blobCacheBytes bound what the cache holds. A task that
+// ends leaves it; running tasks (fewer than the workers of a replica) and
+// the waiting tasks this replica ran last stay, and the bounds guard
+// against a leak, not a working set.
+const (
+	blobCacheMax   = 4096
+	blobCacheBytes = 128 << 20
+)
+
+// sameBytes is bytes.Equal, in constant time when a and b are one slice.
+func sameBytes(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return len(a) == 0 || &a[0] == &b[0] || bytes.Equal(a, b)
+}
 
 // known returns the stored blob of the task's field key when it holds
 // exactly val.
@@ -182,37 +204,83 @@ func (c *blobCache) known(task string, fence int64, key string, val []byte) (blo
 	if t == nil || t.fence != fence {
 		return blob{}, false
 	}
-	b, ok := t.fields[key]
-	if !ok || !bytes.Equal(b.val, val) {
-		return blob{}, false
+	for _, b := range t.fields {
+		if b.key == key && sameBytes(b.val, val) {
+			return b, true
+		}
 	}
-	return b, true
+	return blob{}, false
 }
 
-// put records the large fields of a checkpoint that is now stored.
+// hashes returns the hashes of the task's blobs the cache holds the
+// values of, whatever the fence.
+func (c *blobCache) hashes(task string) [][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.tasks[task]
+	if t == nil {
+		return [][]byte{}
+	}
+	out := make([][]byte, len(t.fields))
+	for i := range t.fields {
+		out[i] = bytes.Clone(t.fields[i].hash[:])
+	}
+	return out
+}
+
+// value returns the task's blob of hash h, if held.
+func (c *blobCache) value(task string, h [32]byte) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.tasks[task]; t != nil {
+		for _, b := range t.fields {
+			if b.hash == h {
+				return b.val, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// put records the large fields of a checkpoint of task that is now stored
+// under fence.
 func (c *blobCache) put(task string, fence int64, blobs []blob) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.dropLocked(task)
 	if len(blobs) == 0 {
-		delete(c.tasks, task)
+		return
+	}
+	t := &cachedTask{fence: fence, fields: slices.Clone(blobs)}
+	for _, b := range blobs {
+		t.size += len(b.val)
+	}
+	if t.size > blobCacheBytes {
 		return
 	}
 	if c.tasks == nil {
 		c.tasks = map[string]*cachedTask{}
 	}
-	if _, ok := c.tasks[task]; !ok && len(c.tasks) >= blobCacheMax {
-		clear(c.tasks)
-	}
-	t := &cachedTask{fence: fence, fields: make(map[string]blob, len(blobs))}
-	for _, b := range blobs {
-		t.fields[b.key] = b
+	for id := range c.tasks {
+		if len(c.tasks) < blobCacheMax && c.size+t.size <= blobCacheBytes {
+			break
+		}
+		c.dropLocked(id)
 	}
 	c.tasks[task] = t
+	c.size += t.size
+}
+
+func (c *blobCache) dropLocked(task string) {
+	if t, ok := c.tasks[task]; ok {
+		c.size -= t.size
+		delete(c.tasks, task)
+	}
 }
 
 func (c *blobCache) forget(task string) {
 	c.mu.Lock()
-	delete(c.tasks, task)
+	c.dropLocked(task)
 	c.mu.Unlock()
 }
 
@@ -227,6 +295,7 @@ func (s *Store) prepareState(task string, fence int64, state []byte) (inline, re
 	for i := range all {
 		if b, ok := s.blobs.known(task, fence, all[i].key, all[i].val); ok {
 			all[i].hash = b.hash
+			all[i].val = b.val // the remembered slice: the next compare is free
 			continue
 		}
 		all[i].hash = sha256.Sum256(all[i].val)
@@ -236,25 +305,41 @@ func (s *Store) prepareState(task string, fence int64, state []byte) (inline, re
 	return inline, refs, put, all, err
 }
 
-// cacheLoaded primes the cache with the large fields of a checkpoint
-// loaded by a run at fence.
-func (s *Store) cacheLoaded(task string, fence int64, refs json.RawMessage, keys, vals []string) {
+// loadedBlobs completes the blobs of a loaded checkpoint: vals[i] is the
+// value of field keys[i], or "" when the query left out a value the cache
+// holds (TaskSnapshot's have). It reports false when the cache no longer
+// holds one of those (the caller reads again without have).
+func (s *Store) loadedBlobs(task string, refs json.RawMessage, keys, vals []string) ([]blob, bool) {
 	if len(keys) == 0 {
-		return
+		return nil, true
 	}
 	var hashes map[string]string
-	if json.Unmarshal(refs, &hashes) != nil {
-		return
+	if err := json.Unmarshal(refs, &hashes); err != nil {
+		return nil, false
 	}
-	blobs := make([]blob, 0, len(keys))
+	blobs := make([]blob, len(keys))
 	for i, k := range keys {
-		h, err := hex.DecodeString(hashes[k])
-		if err != nil || len(h) != sha256.Size {
-			return
+		b := &blobs[i]
+		b.key = k
+		if h, err := hex.DecodeString(hashes[k]); err != nil || len(h) != sha256.Size {
+			return nil, false
+		} else {
+			copy(b.hash[:], h)
 		}
-		b := blob{key: k, val: []byte(vals[i])}
-		copy(b.hash[:], h)
-		blobs = append(blobs, b)
+		if i >= len(vals) {
+			return nil, false
+		}
+		if vals[i] != "" {
+			// a string is never modified: the cache may share its bytes
+			b.val = unsafe.Slice(unsafe.StringData(vals[i]), len(vals[i]))
+			continue
+		}
+		v, ok := s.blobs.value(task, b.hash)
+		if !ok {
+			return nil, false
+		}
+		b.val = v
+		vals[i] = unsafe.String(unsafe.SliceData(v), len(v))
 	}
-	s.blobs.put(task, fence, blobs)
+	return blobs, true
 }

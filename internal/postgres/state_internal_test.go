@@ -80,3 +80,38 @@ func TestBlobCacheIsPerFence(t *testing.T) {
 		t.Error("forgotten task known")
 	}
 }
+
+// The cache hands back the values it holds by hash whatever the fence, and
+// keeps within its byte bound.
+func TestBlobCacheValuesAndBound(t *testing.T) {
+	var c blobCache
+	big := blob{key: "doc", val: bytes.Repeat([]byte("x"), blobCacheBytes/3)}
+	big.hash[0] = 1
+	c.put("a", 1, []blob{big})
+	if v, ok := c.value("a", big.hash); !ok || &v[0] != &big.val[0] {
+		t.Error("held value not found")
+	}
+	if h := c.hashes("a"); len(h) != 1 || !bytes.Equal(h[0], big.hash[:]) {
+		t.Errorf("hashes %x", h)
+	}
+	if _, ok := c.value("a", [32]byte{2}); ok {
+		t.Error("other hash found")
+	}
+	if _, ok := c.known("a", 1, "doc", bytes.Clone(big.val)); !ok {
+		t.Error("equal bytes in another slice: not known")
+	}
+	c.put("b", 1, []blob{big})
+	c.put("c", 1, []blob{big})
+	c.put("d", 1, []blob{big})
+	if c.size > blobCacheBytes || len(c.tasks) != 3 {
+		t.Errorf("%d bytes in %d tasks", c.size, len(c.tasks))
+	}
+	if _, ok := c.value("d", big.hash); !ok {
+		t.Error("the last put was evicted")
+	}
+	c.put("d", 2, nil)
+	c.forget("c")
+	if c.size != len(big.val)*(len(c.tasks)) || len(c.tasks) != 1 {
+		t.Errorf("%d bytes in %d tasks after forgetting", c.size, len(c.tasks))
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -87,19 +88,31 @@ func (s *Store) Load(ctx context.Context, taskID string) (*graph.Snapshot, error
 	if !ok {
 		return nil, graph.ErrTaskNotFound
 	}
-	row, err := s.q.TaskSnapshot(ctx, id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, graph.ErrTaskNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("load task %s: %w", taskID, err)
+	have := s.blobs.hashes(taskID)
+	var row dbsqlc.TaskSnapshotRow
+	var blobs []blob
+	for {
+		var err error
+		row, err = s.q.TaskSnapshot(ctx, dbsqlc.TaskSnapshotParams{ID: id, Have: have})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, graph.ErrTaskNotFound
+		}
+		if err != nil {
+			return nil, fmt.Errorf("load task %s: %w", taskID, err)
+		}
+		var ok bool
+		if blobs, ok = s.loadedBlobs(taskID, row.StateRefs, row.BlobKeys, row.BlobValues); ok || len(have) == 0 {
+			break
+		}
+		// The cache let go of a value the query left out: read them all.
+		have = [][]byte{}
 	}
 	state, err := joinState(row.State, row.StateRefs, row.BlobKeys, row.BlobValues)
 	if err != nil {
 		return nil, &graph.StateError{TaskID: taskID, Err: err}
 	}
-	if row.Status == string(graph.StatusRunning) {
-		s.cacheLoaded(taskID, row.LeaseFence, row.StateRefs, row.BlobKeys, row.BlobValues)
+	if !graph.TaskStatus(row.Status).Terminal() && len(blobs) == len(row.BlobKeys) {
+		s.blobs.put(taskID, row.LeaseFence, blobs)
 	}
 	snap := &graph.Snapshot{
 		Task: graph.Task{ID: row.ID.String(), Workflow: row.Workflow, Title: row.Title, Input: row.Input,
@@ -182,7 +195,8 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 		if len(put) > 0 {
 			blobs = &dbsqlc.StateBlobsPutParams{TaskID: id, Hashes: make([][]byte, len(put)), BlobValues: make([]string, len(put))}
 			for i, b := range put {
-				blobs.Hashes[i], blobs.BlobValues[i] = b.hash[:], string(b.val)
+				// b.val is never modified: spare a copy of a large value
+				blobs.Hashes[i], blobs.BlobValues[i] = b.hash[:], unsafe.String(unsafe.SliceData(b.val), len(b.val))
 			}
 		}
 		if p.Iterations, err = json.Marshal(orEmpty(cp.Iterations)); err != nil {
@@ -285,10 +299,10 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 		return err
 	}
 	if c.Checkpoint != nil {
-		if c.Status == graph.StatusRunning {
+		if !c.Status.Terminal() {
 			s.blobs.put(c.TaskID, c.Fence, allBlobs)
 		} else {
-			// Waiting or ended: the next run holds another lease.
+			// Ended: its blobs may be pruned, and no run needs them.
 			s.blobs.forget(c.TaskID)
 		}
 	}

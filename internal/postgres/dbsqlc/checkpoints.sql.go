@@ -113,13 +113,19 @@ SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, 
        d.decided_by AS d_decided_by, d.decided_at AS d_decided_at
 FROM tasks t
 JOIN workflow_checkpoints c ON c.task_id = t.id
-LEFT JOIN LATERAL (SELECT array_agg(r.key ORDER BY r.key)::text[] AS keys, array_agg(b.value ORDER BY r.key)::text[] AS vals
+LEFT JOIN LATERAL (SELECT array_agg(r.key ORDER BY r.key)::text[] AS keys,
+                          array_agg(CASE WHEN b.hash = ANY($1::bytea[]) THEN '' ELSE b.value END ORDER BY r.key)::text[] AS vals
                    FROM jsonb_each_text(c.state_refs) r
                    JOIN state_blobs b ON b.task_id = c.task_id AND b.hash = decode(r.value, 'hex')) sb ON true
 LEFT JOIN interrupts i ON i.id = c.pending_interrupt_id
 LEFT JOIN decisions d ON d.interrupt_id = c.pending_interrupt_id
-WHERE t.id = $1
+WHERE t.id = $2
 `
+
+type TaskSnapshotParams struct {
+	Have [][]byte
+	ID   uuid.UUID
+}
 
 type TaskSnapshotRow struct {
 	ID                  uuid.UUID
@@ -166,9 +172,12 @@ type TaskSnapshotRow struct {
 // TaskSnapshot is everything a run resumes from, in one round trip: the
 // task, its current checkpoint with the blobs of its large fields
 // (blob_keys[i] is the field of blob_values[i]; 00050_state_blobs.sql), and
-// the interrupt the checkpoint waits on with its decision, if any.
-func (q *Queries) TaskSnapshot(ctx context.Context, id uuid.UUID) (TaskSnapshotRow, error) {
-	row := q.db.QueryRow(ctx, taskSnapshot, id)
+// the interrupt the checkpoint waits on with its decision, if any. A blob
+// whose hash is in have (the caller holds its value already) comes as ”,
+// which no JSON value is: its row is still joined, so a blob that went
+// missing is still seen, but its value is neither read nor sent.
+func (q *Queries) TaskSnapshot(ctx context.Context, arg TaskSnapshotParams) (TaskSnapshotRow, error) {
+	row := q.db.QueryRow(ctx, taskSnapshot, arg.Have, arg.ID)
 	var i TaskSnapshotRow
 	err := row.Scan(
 		&i.ID,
