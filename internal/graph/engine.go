@@ -172,7 +172,13 @@ var ErrDrained = errors.New("run drained between nodes")
 // drain is closed (graceful shutdown: the node run in flight finishes, no
 // new one starts).
 func (e *Engine) RunUntil(ctx context.Context, taskID string, fence int64, drain <-chan struct{}) (Outcome, error) {
-	snap, err := e.cp.Load(ctx, taskID)
+	var snap *Snapshot
+	var err error
+	if fc, ok := e.cp.(FieldCheckpointer); ok {
+		snap, err = fc.LoadRun(ctx, taskID)
+	} else {
+		snap, err = e.cp.Load(ctx, taskID)
+	}
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -237,6 +243,8 @@ type execution[S any] struct {
 	opts  Options
 	drain <-chan struct{}
 	codec stateCodec[S]
+	// apart: the checkpointer takes large fields apart (FieldCheckpointer).
+	apart bool
 }
 
 func (g *Graph[S]) initial(input json.RawMessage, opts Options) (json.RawMessage, error) {
@@ -270,6 +278,7 @@ func (g *Graph[S]) run(ctx context.Context, e *Engine, snap *Snapshot, fence int
 	}
 	x := &execution[S]{g: g, e: e, task: snap.Task, cp: snap.Checkpoint, fence: fence, drain: drain,
 		codec: stateCodec[S]{fields: g.stringFields}}
+	_, x.apart = e.cp.(FieldCheckpointer)
 	x.cp.Iterations = maps.Clone(x.cp.Iterations)
 	if x.cp.Iterations == nil {
 		x.cp.Iterations = map[string]int{}
@@ -278,7 +287,7 @@ func (g *Graph[S]) run(ctx context.Context, e *Engine, snap *Snapshot, fence int
 	if x.opts, err = ParseOptions(snap.Task.Options); err != nil {
 		return Outcome{}, &StateError{TaskID: x.task.ID, Err: err}
 	}
-	s, err := x.codec.decode(x.cp.State)
+	s, err := x.codec.decodeApart(x.cp.State, x.cp.Fields)
 	if err != nil {
 		return Outcome{}, &StateError{TaskID: x.task.ID, Err: err}
 	}
@@ -380,11 +389,18 @@ func (x *execution[S]) approved(n *node[S], s S) (S, error) {
 }
 
 func (x *execution[S]) setState(s S) error {
-	b, err := x.codec.encode(s)
+	var b []byte
+	var fields []StateField
+	var err error
+	if x.apart {
+		b, fields, err = x.codec.encodeApart(s)
+	} else {
+		b, err = x.codec.encode(s)
+	}
 	if err != nil {
 		return Permanent(fmt.Errorf("marshal state: %w", err))
 	}
-	x.cp.State = b
+	x.cp.State, x.cp.Fields = b, fields
 	return nil
 }
 
@@ -597,7 +613,7 @@ func (x *execution[S]) runNode(ctx context.Context, n *node[S], s S, iteration i
 		if attempt > 1 {
 			// A failed try may have changed shared parts of the state: start
 			// again from the last checkpoint's copy.
-			fresh, err := x.codec.decode(x.cp.State)
+			fresh, err := x.codec.decodeApart(x.cp.State, x.cp.Fields)
 			if err != nil {
 				return s, &NodeRun{}, Permanent(err)
 			}

@@ -3,8 +3,11 @@ package graph
 import (
 	"bytes"
 	"encoding"
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf16"
@@ -116,17 +119,30 @@ func (c *stateCodec[S]) remember(i int, s string, js []byte) {
 	c.known[i] = knownString{data: unsafe.StringData(s), n: len(s), js: js}
 }
 
-// encode is json.Marshal(s).
-func (c *stateCodec[S]) encode(s S) ([]byte, error) {
-	if len(c.fields) == 0 {
-		return json.Marshal(s)
+// bigJSON is the JSON of the large string field f of a state holding str:
+// the JSON remembered for it when str is the string it was made from.
+func (c *stateCodec[S]) bigJSON(f *stringField, str string) ([]byte, error) {
+	if k, ok := c.known[f.index]; ok && k.data == unsafe.StringData(str) && k.n == len(str) {
+		return k.js, nil
 	}
+	js, err := json.Marshal(str)
+	if err != nil {
+		return nil, err
+	}
+	c.remember(f.index, str, js)
+	return js, nil
+}
+
+type bigSub struct {
+	f  *stringField
+	js []byte
+}
+
+// encodeSmall encodes s with its large string fields replaced by
+// bigMarker, and returns the JSON of those fields. small is nil when s has
+// none.
+func (c *stateCodec[S]) encodeSmall(s S) (small []byte, subs []bigSub, err error) {
 	v := reflect.ValueOf(&s).Elem()
-	type sub struct {
-		f  *stringField
-		js []byte
-	}
-	var subs []sub
 	for i := range c.fields {
 		f := &c.fields[i]
 		fv := v.Field(f.index)
@@ -134,24 +150,83 @@ func (c *stateCodec[S]) encode(s S) ([]byte, error) {
 		if len(str) < bigString {
 			continue
 		}
-		k, ok := c.known[f.index]
-		if !ok || k.data != unsafe.StringData(str) || k.n != len(str) {
-			js, err := json.Marshal(str)
-			if err != nil {
-				return nil, err
-			}
-			c.remember(f.index, str, js)
-			k = c.known[f.index]
+		js, err := c.bigJSON(f, str)
+		if err != nil {
+			return nil, nil, err
 		}
-		subs = append(subs, sub{f: f, js: k.js})
+		subs = append(subs, bigSub{f: f, js: js})
 		fv.SetString(bigMarker)
 	}
 	if len(subs) == 0 {
+		return nil, nil, nil
+	}
+	small, err = json.Marshal(s)
+	return small, subs, err
+}
+
+// encodeApart is encode with the large string fields kept apart: state is
+// json.Marshal(s) without their members, and fields holds them, each the
+// same JSON slice for as long as its string does not change.
+func (c *stateCodec[S]) encodeApart(s S) (state []byte, fields []StateField, err error) {
+	if len(c.fields) == 0 {
+		state, err = json.Marshal(s)
+		return state, nil, err
+	}
+	small, subs, err := c.encodeSmall(s)
+	if err != nil || small == nil {
+		if err == nil {
+			state, err = json.Marshal(s)
+		}
+		return state, nil, err
+	}
+	ms, ok := jsonobj.Split(small)
+	if !ok {
+		return nil, nil, &json.UnsupportedValueError{Str: "state did not encode as an object"}
+	}
+	out := bytes.NewBuffer(make([]byte, 0, len(small)))
+	out.WriteByte('{')
+	fields = make([]StateField, 0, len(subs))
+	for _, m := range ms {
+		if bytes.Equal(m.Val, bigMarkerJSON) {
+			if x := subFor(subs, m.Key); x != nil {
+				fields = append(fields, StateField{Key: x.f.key, JSON: x.js})
+				continue
+			}
+		}
+		if out.Len() > 1 {
+			out.WriteByte(',')
+		}
+		out.Write(m.Key)
+		out.WriteByte(':')
+		out.Write(m.Val)
+	}
+	out.WriteByte('}')
+	if len(fields) != len(subs) {
+		return nil, nil, &json.UnsupportedValueError{Str: "state: a large field went missing while encoding"}
+	}
+	return out.Bytes(), fields, nil
+}
+
+func subFor(subs []bigSub, key []byte) *bigSub {
+	for i := range subs {
+		if bytes.Equal(key, subs[i].f.keyJS) {
+			return &subs[i]
+		}
+	}
+	return nil
+}
+
+// encode is json.Marshal(s).
+func (c *stateCodec[S]) encode(s S) ([]byte, error) {
+	if len(c.fields) == 0 {
 		return json.Marshal(s)
 	}
-	small, err := json.Marshal(s)
+	small, subs, err := c.encodeSmall(s)
 	if err != nil {
 		return nil, err
+	}
+	if small == nil {
+		return json.Marshal(s)
 	}
 	ms, ok := jsonobj.Split(small)
 	if !ok {
@@ -253,7 +328,8 @@ func (c *stateCodec[S]) decode(b []byte) (S, error) {
 	}
 	small.WriteByte('}')
 	if err := json.Unmarshal(small.Bytes(), &s); err != nil {
-		return s, err
+		var whole S // the same error, and the same partial value
+		return whole, json.Unmarshal(b, &whole)
 	}
 	v := reflect.ValueOf(&s).Elem()
 	for _, x := range bigs {
@@ -263,33 +339,128 @@ func (c *stateCodec[S]) decode(b []byte) (S, error) {
 	return s, nil
 }
 
+// decodeApart is decode of the state that is state with fields added
+// (Checkpoint.FullState). A large string field comes from its member of
+// fields as it is, and its JSON is remembered: encoding the state again
+// gives that same slice for as long as the string does not change.
+// Anything else goes through decode of the whole.
+func (c *stateCodec[S]) decodeApart(state []byte, fields []StateField) (S, error) {
+	var s S
+	if len(fields) == 0 {
+		return c.decode(state)
+	}
+	whole := func() (S, error) {
+		b, err := joinFields(state, fields)
+		if err != nil {
+			return s, err
+		}
+		return c.decode(b)
+	}
+	strs := make([]string, len(fields))
+	idx := make([]int, len(fields))
+	for i, fl := range fields {
+		j := slices.IndexFunc(c.fields, func(f stringField) bool { return f.key == fl.Key })
+		if j < 0 || len(fl.JSON) < bigString || fl.JSON[0] != '"' || slices.Contains(idx[:i], j) {
+			return whole()
+		}
+		str, ok := unquote(fl.JSON)
+		if !ok {
+			return whole()
+		}
+		strs[i], idx[i] = str, j
+	}
+	if _, ok := jsonobj.Split(state); !ok {
+		return whole()
+	}
+	// The fields come after state's members, as in the whole state, where
+	// encoding/json lets the last member of a field win.
+	if err := json.Unmarshal(state, &s); err != nil {
+		return whole() // the same error, and the same partial value
+	}
+	v := reflect.ValueOf(&s).Elem()
+	for i, fl := range fields {
+		f := &c.fields[idx[i]]
+		v.Field(f.index).SetString(strs[i])
+		c.remember(f.index, strs[i], fl.JSON)
+	}
+	return s, nil
+}
+
+// joinFields adds fields to the JSON object state, after its members.
+func joinFields(state []byte, fields []StateField) ([]byte, error) {
+	if len(fields) == 0 {
+		return state, nil
+	}
+	ms, ok := jsonobj.Split(state)
+	if !ok {
+		return nil, fmt.Errorf("state is not an object but has fields kept apart")
+	}
+	size := len(state) + 1
+	for _, f := range fields {
+		size += len(f.Key) + len(f.JSON) + 8
+	}
+	out := bytes.NewBuffer(make([]byte, 0, size))
+	out.WriteByte('{')
+	for _, m := range ms {
+		if out.Len() > 1 {
+			out.WriteByte(',')
+		}
+		out.Write(m.Key)
+		out.WriteByte(':')
+		out.Write(m.Val)
+	}
+	for _, f := range fields {
+		if out.Len() > 1 {
+			out.WriteByte(',')
+		}
+		k, err := json.Marshal(f.Key)
+		if err != nil {
+			return nil, err
+		}
+		out.Write(k)
+		out.WriteByte(':')
+		out.Write(f.JSON)
+	}
+	out.WriteByte('}')
+	return out.Bytes(), nil
+}
+
 // unquote decodes the JSON string q (quotes included) as encoding/json
 // does, or reports false for anything it leaves to encoding/json (invalid
-// UTF-8, control characters, bad escapes).
+// UTF-8, control characters, bad escapes). A run decodes its large fields
+// with it once: it passes over plain bytes eight at a time.
 func unquote(q []byte) (string, bool) {
 	if len(q) < 2 || q[0] != '"' || q[len(q)-1] != '"' {
 		return "", false
 	}
 	body := q[1 : len(q)-1]
 	buf := make([]byte, 0, len(body))
-	for len(body) > 0 {
-		i := bytes.IndexByte(body, '\\')
-		chunk := body
-		if i >= 0 {
-			chunk = body[:i]
+	start, i := 0, 0 // body[start:i] is plain and not yet copied
+	for {
+		for i+8 <= len(body) && !special(binary.LittleEndian.Uint64(body[i:])) {
+			i += 8
 		}
-		if !plain(chunk) {
-			return "", false
+		for i < len(body) && body[i] >= 0x20 && body[i] != '"' && body[i] != '\\' {
+			i++
+			if i%8 == 0 {
+				break
+			}
 		}
-		buf = append(buf, chunk...)
-		if i < 0 {
+		if i >= len(body) {
 			break
 		}
-		body = body[i:]
-		if len(body) < 2 {
+		if c := body[i]; c < 0x20 || c == '"' {
+			return "", false
+		} else if c != '\\' {
+			continue
+		}
+		buf = append(buf, body[start:i]...)
+		rest := body[i:]
+		if len(rest) < 2 {
 			return "", false
 		}
-		switch c := body[1]; c {
+		n := 2
+		switch c := rest[1]; c {
 		case '"', '\\', '/':
 			buf = append(buf, c)
 		case 'b':
@@ -303,42 +474,45 @@ func unquote(q []byte) (string, bool) {
 		case 't':
 			buf = append(buf, '\t')
 		case 'u':
-			r, ok := hex4(body[2:])
+			r, ok := hex4(rest[2:])
 			if !ok {
 				return "", false
 			}
-			body = body[6:]
+			n = 6
 			if utf16.IsSurrogate(r) {
-				if len(body) >= 6 && body[0] == '\\' && body[1] == 'u' {
-					if r2, ok := hex4(body[2:]); ok {
-						if dec := utf16.DecodeRune(r, r2); dec != unicode.ReplacementChar {
-							buf = utf8.AppendRune(buf, dec)
-							body = body[6:]
-							continue
-						}
-					}
+				r2, ok := rune(0), false
+				if len(rest) >= 12 && rest[6] == '\\' && rest[7] == 'u' {
+					r2, ok = hex4(rest[8:])
 				}
-				r = unicode.ReplacementChar
+				if dec := utf16.DecodeRune(r, r2); ok && dec != unicode.ReplacementChar {
+					r, n = dec, 12
+				} else {
+					r = unicode.ReplacementChar
+				}
 			}
 			buf = utf8.AppendRune(buf, r)
-			continue
 		default:
 			return "", false
 		}
-		body = body[2:]
+		i += n
+		start = i
+	}
+	buf = append(buf, body[start:]...)
+	// Escapes append whole runes, so buf is valid UTF-8 exactly when the
+	// bytes copied as they were are.
+	if !utf8.Valid(buf) {
+		return "", false
 	}
 	return unsafe.String(unsafe.SliceData(buf), len(buf)), true
 }
 
-// plain reports whether b is valid UTF-8 without quotes or control
-// characters: bytes encoding/json copies as they are.
-func plain(b []byte) bool {
-	for _, c := range b {
-		if c < 0x20 || c == '"' {
-			return false
-		}
-	}
-	return utf8.Valid(b)
+// special reports whether one of the eight bytes of w is a control
+// character, a quote or a backslash (maybe also for a plain byte next to
+// one: callers then look at each byte).
+func special(w uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q, bs := w^'"'*ones, w^'\\'*ones
+	return ((w-0x20*ones)&^w|(q-ones)&^q|(bs-ones)&^bs)&highs != 0
 }
 
 func hex4(b []byte) (rune, bool) {

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 type codecState struct {
@@ -148,6 +150,174 @@ func BenchmarkStateCodecUnchanged1MB(b *testing.B) {
 		s.Count++
 		if _, err := c.encode(s); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// encodeApart gives json.Marshal's value with the large string fields
+// apart, an unchanged field as the very slice it gave before, and
+// decodeApart reads it back; both agree with encoding/json on the whole.
+func TestStateCodecApart(t *testing.T) {
+	c := stateCodec[codecState]{fields: stringFields[codecState]()}
+	r := rand.New(rand.NewPCG(11, 12))
+	s := codecState{Count: 1, Notes: map[string]string{"a": "b"}, Quoted: "q", Bare: "small"}
+	var lastDoc []byte
+	for i := range 40 {
+		switch i % 5 {
+		case 0:
+			s.Doc = randomText(r, bigString+r.IntN(3*bigString))
+		case 1:
+			s.Plan = randomText(r, r.IntN(2*bigString))
+		case 2:
+			s.Bare = randomText(r, r.IntN(2*bigString))
+		}
+		s.Count++
+		state, fields, err := c.encodeApart(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fields {
+			if len(f.JSON) < bigString || bytes.Contains(state, []byte(`"`+f.Key+`":`)) {
+				t.Fatalf("step %d: field %s of %d bytes, state %.200s", i, f.Key, len(f.JSON), state)
+			}
+			if f.Key == "doc" {
+				if i%5 != 0 && &f.JSON[0] != &lastDoc[0] {
+					t.Errorf("step %d: the unchanged document was encoded again", i)
+				}
+				lastDoc = f.JSON
+			}
+		}
+		whole, err := joinFields(state, fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, want codecState
+		if err := json.Unmarshal(whole, &got); err != nil {
+			t.Fatal(err)
+		}
+		js, _ := json.Marshal(s)
+		if err := json.Unmarshal(js, &want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("step %d: joined state differs:\n got %+.300v\nwant %+.300v", i, got, want)
+		}
+		d := stateCodec[codecState]{fields: c.fields}
+		back, err := d.decodeApart(state, fields)
+		if err != nil || !reflect.DeepEqual(back, want) {
+			t.Fatalf("step %d: decoded apart: %v", i, err)
+		}
+		again, fields2, err := d.encodeApart(back)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// (a small string with invalid UTF-8 may grow past bigString on
+		// the way back: encoding/json replaces each bad byte by U+FFFD)
+		for _, f := range fields {
+			j := slices.IndexFunc(fields2, func(g StateField) bool { return g.Key == f.Key })
+			if j < 0 || &fields2[j].JSON[0] != &f.JSON[0] {
+				t.Errorf("step %d: decoded field %s encoded again", i, f.Key)
+			}
+		}
+		var again2 codecState
+		if whole, err := joinFields(again, fields2); err != nil || json.Unmarshal(whole, &again2) != nil || !reflect.DeepEqual(again2, want) {
+			t.Fatalf("step %d: a decoded state encodes to another value", i)
+		}
+	}
+}
+
+// decodeApart leaves to encoding/json, on the whole state, the fields it
+// does not take as they are: other types, odd strings, unknown names.
+func TestStateCodecApartFallsBack(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	bigJS := func() json.RawMessage { b, _ := json.Marshal(randomText(r, bigString+r.IntN(bigString))); return b }
+	cases := []struct {
+		state  string
+		fields []StateField
+	}{
+		{`{"count":2}`, []StateField{{Key: "doc", JSON: bigJS()}, {Key: "plan", JSON: bigJS()}}},
+		{`{"count":2}`, []StateField{{Key: "notes", JSON: json.RawMessage(`{"k":` + string(bigJS()) + `}`)}}},
+		{`{"count":2}`, []StateField{{Key: "other", JSON: bigJS()}}},
+		{`{"count":2}`, []StateField{{Key: "DOC", JSON: bigJS()}}},
+		{`{"count":2}`, []StateField{{Key: "doc", JSON: json.RawMessage("\"" + strings.Repeat("a\x01", bigString) + "\"")}}},
+		{`{"count":2}`, []StateField{{Key: "doc", JSON: json.RawMessage(`"short"`)}}},
+		{`{"doc":"inline","count":2}`, []StateField{{Key: "doc", JSON: bigJS()}}},
+		{`{}`, []StateField{{Key: "doc", JSON: bigJS()}, {Key: "doc", JSON: bigJS()}}},
+		{`{"count":"x"}`, []StateField{{Key: "doc", JSON: bigJS()}}},
+		{`[1]`, []StateField{{Key: "doc", JSON: bigJS()}}},
+	}
+	for i, tc := range cases {
+		c := stateCodec[codecState]{fields: stringFields[codecState]()}
+		got, gerr := c.decodeApart([]byte(tc.state), tc.fields)
+		var want codecState
+		whole, werr := joinFields([]byte(tc.state), tc.fields)
+		if werr == nil {
+			werr = json.Unmarshal(whole, &want)
+		}
+		if (gerr == nil) != (werr == nil) || !reflect.DeepEqual(got, want) {
+			t.Errorf("case %d: got %v %.60q, want %v %.60q", i, gerr, got.Doc, werr, want.Doc)
+		}
+	}
+}
+
+func BenchmarkStateCodecApartUnchanged1MB(b *testing.B) {
+	c := stateCodec[codecState]{fields: stringFields[codecState]()}
+	s := codecState{Doc: randomText(rand.New(rand.NewPCG(1, 1)), 1<<20)}
+	for b.Loop() {
+		s.Count++
+		if _, _, err := c.encodeApart(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// unquote agrees with encoding/json on every string it takes, and leaves
+// to it those it does not, for JSON both as encoding/json writes it and
+// with the escapes others write.
+func TestUnquoteIsJSONUnmarshal(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	escapes := []string{`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`, `\u0041`, `\u00e9`, `\ud83d\ude00`, `\ud800`, `\udc00x`,
+		`\ud800\u0041`, `\uD83D\uDE00`, `\u12`, `\x`, "\x01", `"`, "\xff", "é", "\xe6\x97", "😀", `\`}
+	for i := range 3000 {
+		var sb strings.Builder
+		sb.WriteByte('"')
+		for range r.IntN(40) {
+			if r.IntN(3) == 0 {
+				sb.WriteString(escapes[r.IntN(len(escapes))])
+			} else {
+				sb.WriteString(strings.Repeat("abcdefgh ij"[r.IntN(11):], 1+r.IntN(3)))
+			}
+		}
+		if i%2 == 0 {
+			js, _ := json.Marshal(randomText(r, r.IntN(64)))
+			sb.Write(js[1 : len(js)-1])
+		}
+		sb.WriteByte('"')
+		q := sb.String()
+		got, ok := unquote([]byte(q))
+		var want string
+		err := json.Unmarshal([]byte(q), &want)
+		if ok && (err != nil || got != want) {
+			t.Fatalf("%q: got %q, encoding/json %q %v", q, got, want, err)
+		}
+		if !ok && err == nil && utf8.ValidString(q) && !strings.ContainsFunc(q, func(r rune) bool { return r < 0x20 }) {
+			t.Errorf("%q: left to encoding/json", q)
+		}
+	}
+}
+
+// BenchmarkUnquote1MB decodes a 1 MB document with a line break every
+// ~70 bytes, as a run does once for a large field it loads.
+func BenchmarkUnquote1MB(b *testing.B) {
+	var sb strings.Builder
+	for sb.Len() < 1<<20 {
+		sb.WriteString("the gate holds each task until a reviewer approves the plan é.\n")
+	}
+	js, _ := json.Marshal(sb.String())
+	b.SetBytes(int64(len(js)))
+	for b.Loop() {
+		if _, ok := unquote(js); !ok {
+			b.Fatal("not taken")
 		}
 	}
 }

@@ -125,6 +125,11 @@ type Checkpoint struct {
 	LastNode string
 	NextNode string
 	State    json.RawMessage
+	// Fields, when not empty, are top-level members of the state kept
+	// apart from State, which then holds the other members only (FullState
+	// joins them). Only a FieldCheckpointer gives or is given checkpoints
+	// with Fields.
+	Fields []StateField
 	// Iterations counts completed runs per node.
 	Iterations map[string]int
 	// Answers holds the answers to questions asked by the current run of
@@ -133,6 +138,21 @@ type Checkpoint struct {
 	// PendingInterrupt is the id of the interrupt the task waits on, if any.
 	PendingInterrupt string
 	UpdatedAt        time.Time
+}
+
+// StateField is a large top-level member of a state that travels beside
+// Checkpoint.State instead of inside it, so that a step that did not change
+// it neither copies, parses, compares nor hashes it again. Its JSON is
+// never modified once made: whoever remembers one recognises it again by
+// identity (the same slice).
+type StateField struct {
+	Key  string          // the member's name
+	JSON json.RawMessage // its value
+}
+
+// FullState is the checkpoint's whole state: State with Fields added.
+func (cp *Checkpoint) FullState() (json.RawMessage, error) {
+	return joinFields(cp.State, cp.Fields)
 }
 
 // Answer is a human's answer to one question within a node run.
@@ -325,6 +345,15 @@ type Checkpointer interface {
 	// Errors: ErrInterruptNotFound, *ConflictError when the interrupt is
 	// not pending.
 	Decide(ctx context.Context, d *Decision, ev *Event) error
+}
+
+// FieldCheckpointer is a Checkpointer that takes and gives the large
+// fields of states apart (Checkpoint.Fields): its Commit accepts
+// checkpoints with Fields, and LoadRun is Load for a run of the engine,
+// whose checkpoint may come with Fields. Load still gives whole states.
+type FieldCheckpointer interface {
+	Checkpointer
+	LoadRun(ctx context.Context, taskID string) (*Snapshot, error)
 }
 
 // EventSink receives events after they are committed, in seq order per task.

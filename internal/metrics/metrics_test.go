@@ -107,6 +107,9 @@ func TestFeatureRunMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, ok := m.Checkpointer(store).(graph.FieldCheckpointer); !ok {
+		t.Error("the measured store no longer keeps large state fields apart")
+	}
 	eng, err := graph.NewEngine(m.Checkpointer(store), []graph.Workflow{wf}, graph.WithSink(m))
 	if err != nil {
 		t.Fatal(err)

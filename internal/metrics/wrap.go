@@ -45,8 +45,27 @@ func (w *provider) Complete(ctx context.Context, req llm.Request) (llm.Response,
 // Checkpointer returns cp measured: checkpoint_write_seconds times each
 // Commit. It also tells the metrics each task's workflow as the engine
 // loads or creates it.
+// A FieldCheckpointer stays one, so that the engine keeps the large fields
+// of states apart through it.
 func (m *Metrics) Checkpointer(cp graph.Checkpointer) graph.Checkpointer {
-	return &checkpointer{Checkpointer: cp, m: m}
+	c := &checkpointer{Checkpointer: cp, m: m}
+	if fc, ok := cp.(graph.FieldCheckpointer); ok {
+		return &fieldCheckpointer{checkpointer: c, fc: fc}
+	}
+	return c
+}
+
+type fieldCheckpointer struct {
+	*checkpointer
+	fc graph.FieldCheckpointer
+}
+
+func (c *fieldCheckpointer) LoadRun(ctx context.Context, taskID string) (*graph.Snapshot, error) {
+	snap, err := c.fc.LoadRun(ctx, taskID)
+	if err == nil {
+		c.m.remember(snap.Task.ID, snap.Task.Workflow)
+	}
+	return snap, err
 }
 
 type checkpointer struct {

@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
 	"unsafe"
 
+	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/jsonobj"
 )
 
@@ -89,15 +91,11 @@ func joinState(inline, refs json.RawMessage, keys, vals []string) (json.RawMessa
 	if err := json.Unmarshal(refs, &want); err != nil {
 		return nil, fmt.Errorf("state_refs: %w", err)
 	}
-	if len(keys) != len(want) || len(vals) != len(keys) {
-		missing := make([]string, 0, len(want))
-		for k := range want {
-			if !containsString(keys, k) {
-				missing = append(missing, k)
-			}
-		}
-		sort.Strings(missing)
-		return nil, fmt.Errorf("state_refs: the blobs of fields %q are missing", missing)
+	if len(vals) != len(keys) {
+		return nil, fmt.Errorf("state_refs: %d blobs for %d fields", len(vals), len(keys))
+	}
+	if err := blobsMissing(want, len(keys), func(k string) bool { return containsString(keys, k) }); err != nil {
+		return nil, err
 	}
 	ms, ok := jsonobj.Split(inline)
 	if !ok {
@@ -287,8 +285,16 @@ func (c *blobCache) forget(task string) {
 // prepareState splits a checkpoint's state for a commit by task at fence:
 // the inline part, the refs, and the blobs to store (those not known to be
 // stored already), with every large field in all (for the cache).
-func (s *Store) prepareState(task string, fence int64, state []byte) (inline, refs []byte, put, all []blob, err error) {
+func (s *Store) prepareState(task string, fence int64, state []byte, fields []graph.StateField) (inline, refs []byte, put, all []blob, err error) {
 	inline, all = splitState(state)
+	if len(fields) > 0 {
+		if _, ok := jsonobj.Split(inline); !ok {
+			return nil, nil, nil, nil, fmt.Errorf("state is not an object but has fields kept apart")
+		}
+		for _, f := range fields {
+			all = append(all, blob{key: f.Key, val: f.JSON})
+		}
+	}
 	if len(all) == 0 {
 		return inline, []byte("{}"), nil, nil, nil
 	}
@@ -303,6 +309,61 @@ func (s *Store) prepareState(task string, fence int64, state []byte) (inline, re
 	}
 	refs, err = refsJSON(all)
 	return inline, refs, put, all, err
+}
+
+// apartState is joinState for a run (graph.FieldCheckpointer): the state
+// without its large fields, and those. A field both inline and in refs is
+// inline's (as joinState has it), and a blob missing is an error.
+func apartState(inline, refs json.RawMessage, blobs []blob) (json.RawMessage, []graph.StateField, error) {
+	if len(refs) == 0 || bytes.Equal(refs, []byte("{}")) {
+		return inline, nil, nil
+	}
+	var want map[string]string
+	if err := json.Unmarshal(refs, &want); err != nil {
+		return nil, nil, fmt.Errorf("state_refs: %w", err)
+	}
+	if err := blobsMissing(want, len(blobs), func(k string) bool {
+		return slices.ContainsFunc(blobs, func(b blob) bool { return b.key == k })
+	}); err != nil {
+		return nil, nil, err
+	}
+	ms, ok := jsonobj.Split(inline)
+	if !ok {
+		return nil, nil, fmt.Errorf("state is not an object but names large fields %v", slices.Sorted(maps.Keys(want)))
+	}
+	fields := make([]graph.StateField, 0, len(blobs))
+	for _, b := range blobs {
+		if slices.ContainsFunc(ms, func(m jsonobj.Member) bool { return memberIs(m.Key, b.key) }) {
+			continue
+		}
+		fields = append(fields, graph.StateField{Key: b.key, JSON: b.val})
+	}
+	return inline, fields, nil
+}
+
+// memberIs reports whether the JSON string key names k.
+func memberIs(key []byte, k string) bool {
+	if bytes.IndexByte(key, '\\') < 0 {
+		return string(key[1:len(key)-1]) == k
+	}
+	var s string
+	return json.Unmarshal(key, &s) == nil && s == k
+}
+
+// blobsMissing is the error for the fields of refs (want) whose blobs
+// did not come (have tells which did), or nil when none is missing.
+func blobsMissing(want map[string]string, n int, have func(string) bool) error {
+	if n == len(want) {
+		return nil
+	}
+	missing := make([]string, 0, len(want))
+	for k := range want {
+		if !have(k) {
+			missing = append(missing, k)
+		}
+	}
+	sort.Strings(missing)
+	return fmt.Errorf("state_refs: the blobs of fields %q are missing", missing)
 }
 
 // loadedBlobs completes the blobs of a loaded checkpoint: vals[i] is the

@@ -200,3 +200,101 @@ func TestLoadWithHeldBlobs(t *testing.T) {
 		t.Errorf("warm load without blobs: %v", err)
 	}
 }
+
+// LoadRun gives the large fields apart, the rest of the state as Load
+// has it, and the same whole state; rows written whole, and fields both
+// inline and in refs, read as Load reads them.
+func TestLoadRunKeepsLargeFieldsApart(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	for _, warm := range []bool{true, false} {
+		store := postgres.NewStore(pool)
+		e, err := graph.NewEngine(store, []graph.Workflow{sizedGraph(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		task, err := e.Create(ctx, graph.NewTask{Workflow: "sized", Input: json.RawMessage(`{"size": 70000}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !warm {
+			store = postgres.NewStore(pool)
+		}
+		whole, err := store.Load(ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		apart, err := store.LoadRun(ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(apart.Checkpoint.Fields) != 1 || apart.Checkpoint.Fields[0].Key != "doc" || strings.Contains(string(apart.Checkpoint.State), "doc") {
+			t.Fatalf("warm %v: state %s, %d fields", warm, apart.Checkpoint.State, len(apart.Checkpoint.Fields))
+		}
+		joined, err := apart.Checkpoint.FullState()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, w sizedState
+		if json.Unmarshal(joined, &a) != nil || json.Unmarshal(whole.Checkpoint.State, &w) != nil || a != w || len(a.Doc) != 70000 {
+			t.Errorf("warm %v: apart and whole differ (%d, %d bytes)", warm, len(a.Doc), len(w.Doc))
+		}
+	}
+
+	// A row written whole (before 00050) and a field both inline and
+	// named: inline wins, as for Load.
+	store := postgres.NewStore(pool)
+	e, err := graph.NewEngine(store, []graph.Workflow{sizedGraph(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := e.Create(ctx, graph.NewTask{Workflow: "sized", Input: json.RawMessage(`{"size": 70000}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, refs := range []string{`'{}'`, `state_refs`} {
+		if _, err := pool.Exec(ctx, `UPDATE workflow_checkpoints SET state = '{"doc":"inline","count":4}', state_refs = `+refs+` WHERE task_id = $1`, task.ID); err != nil {
+			t.Fatal(err)
+		}
+		snap, err := store.LoadRun(ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		joined, err := snap.Checkpoint.FullState()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s sizedState
+		if err := json.Unmarshal(joined, &s); err != nil || s.Doc != "inline" || s.Count != 4 || len(snap.Checkpoint.Fields) != 0 {
+			t.Errorf("refs %s: %s with %d fields (%v)", refs, joined, len(snap.Checkpoint.Fields), err)
+		}
+	}
+	// and the engine resumes it from there
+	if out, err := e.Run(ctx, task.ID, 0); err != nil || out.Status != graph.StatusSucceeded {
+		t.Fatalf("%+v %v", out, err)
+	}
+	cur, err := store.CurrentCheckpoint(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s sizedState
+	if err := json.Unmarshal(cur.State, &s); err != nil || s.Doc != "inline" || s.Count != sizedSteps {
+		t.Errorf("resumed: %.100s (%v)", cur.State, err)
+	}
+
+	// A blob that went missing is an error naming the field.
+	task, err = e.Create(ctx, graph.NewTask{Workflow: "sized", Input: json.RawMessage(`{"size": 70000}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM state_blobs WHERE task_id = $1`, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	var se *graph.StateError
+	if _, err := store.LoadRun(ctx, task.ID); !errors.As(err, &se) || !strings.Contains(err.Error(), "doc") {
+		t.Errorf("load run without blobs: %v", err)
+	}
+	if _, err := e.Run(ctx, task.ID, 0); !errors.As(err, &se) {
+		t.Errorf("run without blobs: %v", err)
+	}
+}

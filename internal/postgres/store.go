@@ -84,6 +84,19 @@ func parseID(id string) (uuid.UUID, bool) {
 
 // Load implements graph.Checkpointer.
 func (s *Store) Load(ctx context.Context, taskID string) (*graph.Snapshot, error) {
+	return s.load(ctx, taskID, false)
+}
+
+// LoadRun implements graph.FieldCheckpointer: the large fields of the
+// state come apart, each the very value this store holds when it holds
+// it, so that a run's commits recognise the fields it did not change.
+func (s *Store) LoadRun(ctx context.Context, taskID string) (*graph.Snapshot, error) {
+	return s.load(ctx, taskID, true)
+}
+
+var _ graph.FieldCheckpointer = (*Store)(nil)
+
+func (s *Store) load(ctx context.Context, taskID string, apart bool) (*graph.Snapshot, error) {
 	id, ok := parseID(taskID)
 	if !ok {
 		return nil, graph.ErrTaskNotFound
@@ -107,7 +120,14 @@ func (s *Store) Load(ctx context.Context, taskID string) (*graph.Snapshot, error
 		// The cache let go of a value the query left out: read them all.
 		have = [][]byte{}
 	}
-	state, err := joinState(row.State, row.StateRefs, row.BlobKeys, row.BlobValues)
+	var state json.RawMessage
+	var fields []graph.StateField
+	var err error
+	if apart {
+		state, fields, err = apartState(row.State, row.StateRefs, blobs)
+	} else {
+		state, err = joinState(row.State, row.StateRefs, row.BlobKeys, row.BlobValues)
+	}
 	if err != nil {
 		return nil, &graph.StateError{TaskID: taskID, Err: err}
 	}
@@ -120,7 +140,7 @@ func (s *Store) Load(ctx context.Context, taskID string) (*graph.Snapshot, error
 			Result: row.Result, Error: row.Error, CreatedBy: row.CreatedBy, CreatedAt: row.CreatedAt,
 			UpdatedAt: row.UpdatedAt, CompletedAt: row.CompletedAt, Fence: row.LeaseFence},
 		Checkpoint: graph.Checkpoint{TaskID: row.ID.String(), Step: int(row.Step), LastNode: row.LastNodeID,
-			NextNode: row.NextNodeID, State: state, UpdatedAt: row.CheckpointUpdatedAt},
+			NextNode: row.NextNodeID, State: state, Fields: fields, UpdatedAt: row.CheckpointUpdatedAt},
 	}
 	if err := json.Unmarshal(row.Iterations, &snap.Checkpoint.Iterations); err != nil {
 		return nil, &graph.StateError{TaskID: taskID, Err: fmt.Errorf("iterations: %w", err)}
@@ -189,7 +209,7 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 		p.Step, p.NextNodeID = int32(cp.Step), cp.NextNode
 		var put []blob
 		var err error
-		if p.State, p.StateRefs, put, allBlobs, err = s.prepareState(c.TaskID, c.Fence, cp.State); err != nil {
+		if p.State, p.StateRefs, put, allBlobs, err = s.prepareState(c.TaskID, c.Fence, cp.State, cp.Fields); err != nil {
 			return err
 		}
 		if len(put) > 0 {
