@@ -210,34 +210,21 @@ func (c *blobCache) known(task string, fence int64, key string, val []byte) (blo
 	return blob{}, false
 }
 
-// hashes returns the hashes of the task's blobs the cache holds the
-// values of, whatever the fence.
-func (c *blobCache) hashes(task string) [][]byte {
+// held returns the task's blobs the cache holds the values of, whatever
+// the fence, and their hashes (for TaskSnapshot's have).
+func (c *blobCache) held(task string) ([]blob, [][]byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := c.tasks[task]
 	if t == nil {
-		return [][]byte{}
+		return nil, [][]byte{}
 	}
-	out := make([][]byte, len(t.fields))
-	for i := range t.fields {
-		out[i] = bytes.Clone(t.fields[i].hash[:])
+	blobs := slices.Clone(t.fields)
+	hashes := make([][]byte, len(blobs))
+	for i := range blobs {
+		hashes[i] = blobs[i].hash[:]
 	}
-	return out
-}
-
-// value returns the task's blob of hash h, if held.
-func (c *blobCache) value(task string, h [32]byte) ([]byte, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if t := c.tasks[task]; t != nil {
-		for _, b := range t.fields {
-			if b.hash == h {
-				return b.val, true
-			}
-		}
-	}
-	return nil, false
+	return blobs, hashes
 }
 
 // put records the large fields of a checkpoint of task that is now stored
@@ -367,15 +354,15 @@ func blobsMissing(want map[string]string, n int, have func(string) bool) error {
 }
 
 // loadedBlobs completes the blobs of a loaded checkpoint: vals[i] is the
-// value of field keys[i], or "" when the query left out a value the cache
-// holds (TaskSnapshot's have). It reports false when the cache no longer
-// holds one of those (the caller reads again without have).
-func (s *Store) loadedBlobs(task string, refs json.RawMessage, keys, vals []string) ([]blob, bool) {
+// value of field keys[i], or "" when the query left out a value held (the
+// blobs TaskSnapshot's have named). It reports false for refs it cannot
+// read or a value left out that held does not have.
+func loadedBlobs(held []blob, refs json.RawMessage, keys, vals []string) ([]blob, bool) {
 	if len(keys) == 0 {
 		return nil, true
 	}
 	var hashes map[string]string
-	if err := json.Unmarshal(refs, &hashes); err != nil {
+	if err := json.Unmarshal(refs, &hashes); err != nil || len(vals) != len(keys) {
 		return nil, false
 	}
 	blobs := make([]blob, len(keys))
@@ -387,20 +374,17 @@ func (s *Store) loadedBlobs(task string, refs json.RawMessage, keys, vals []stri
 		} else {
 			copy(b.hash[:], h)
 		}
-		if i >= len(vals) {
-			return nil, false
-		}
 		if vals[i] != "" {
 			// a string is never modified: the cache may share its bytes
 			b.val = unsafe.Slice(unsafe.StringData(vals[i]), len(vals[i]))
 			continue
 		}
-		v, ok := s.blobs.value(task, b.hash)
-		if !ok {
+		j := slices.IndexFunc(held, func(h blob) bool { return h.hash == b.hash })
+		if j < 0 {
 			return nil, false
 		}
-		b.val = v
-		vals[i] = unsafe.String(unsafe.SliceData(v), len(v))
+		b.val = held[j].val
+		vals[i] = unsafe.String(unsafe.SliceData(b.val), len(b.val))
 	}
 	return blobs, true
 }

@@ -88,14 +88,11 @@ func TestBlobCacheValuesAndBound(t *testing.T) {
 	big := blob{key: "doc", val: bytes.Repeat([]byte("x"), blobCacheBytes/3)}
 	big.hash[0] = 1
 	c.put("a", 1, []blob{big})
-	if v, ok := c.value("a", big.hash); !ok || &v[0] != &big.val[0] {
-		t.Error("held value not found")
+	if held, h := c.held("a"); len(held) != 1 || &held[0].val[0] != &big.val[0] || len(h) != 1 || !bytes.Equal(h[0], big.hash[:]) {
+		t.Errorf("held %d values, hashes %x", len(held), h)
 	}
-	if h := c.hashes("a"); len(h) != 1 || !bytes.Equal(h[0], big.hash[:]) {
-		t.Errorf("hashes %x", h)
-	}
-	if _, ok := c.value("a", [32]byte{2}); ok {
-		t.Error("other hash found")
+	if held, h := c.held("b"); len(held) != 0 || h == nil {
+		t.Errorf("held %d values of another task, hashes %x", len(held), h)
 	}
 	if _, ok := c.known("a", 1, "doc", bytes.Clone(big.val)); !ok {
 		t.Error("equal bytes in another slice: not known")
@@ -106,7 +103,7 @@ func TestBlobCacheValuesAndBound(t *testing.T) {
 	if c.size > blobCacheBytes || len(c.tasks) != 3 {
 		t.Errorf("%d bytes in %d tasks", c.size, len(c.tasks))
 	}
-	if _, ok := c.value("d", big.hash); !ok {
+	if held, _ := c.held("d"); len(held) != 1 {
 		t.Error("the last put was evicted")
 	}
 	c.put("d", 2, nil)

@@ -101,28 +101,22 @@ func (s *Store) load(ctx context.Context, taskID string, apart bool) (*graph.Sna
 	if !ok {
 		return nil, graph.ErrTaskNotFound
 	}
-	have := s.blobs.hashes(taskID)
-	var row dbsqlc.TaskSnapshotRow
-	var blobs []blob
-	for {
-		var err error
-		row, err = s.q.TaskSnapshot(ctx, dbsqlc.TaskSnapshotParams{ID: id, Have: have})
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, graph.ErrTaskNotFound
-		}
-		if err != nil {
-			return nil, fmt.Errorf("load task %s: %w", taskID, err)
-		}
-		var ok bool
-		if blobs, ok = s.loadedBlobs(taskID, row.StateRefs, row.BlobKeys, row.BlobValues); ok || len(have) == 0 {
-			break
-		}
-		// The cache let go of a value the query left out: read them all.
-		have = [][]byte{}
+	// The values held are taken now: the query leaves them out, and the
+	// cache may let go of them meanwhile.
+	held, have := s.blobs.held(taskID)
+	row, err := s.q.TaskSnapshot(ctx, dbsqlc.TaskSnapshotParams{ID: id, Have: have})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, graph.ErrTaskNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load task %s: %w", taskID, err)
+	}
+	blobs, ok := loadedBlobs(held, row.StateRefs, row.BlobKeys, row.BlobValues)
+	if !ok {
+		return nil, &graph.StateError{TaskID: taskID, Err: fmt.Errorf("state_refs %.200s: unreadable", row.StateRefs)}
 	}
 	var state json.RawMessage
 	var fields []graph.StateField
-	var err error
 	if apart {
 		state, fields, err = apartState(row.State, row.StateRefs, blobs)
 	} else {
@@ -131,7 +125,7 @@ func (s *Store) load(ctx context.Context, taskID string, apart bool) (*graph.Sna
 	if err != nil {
 		return nil, &graph.StateError{TaskID: taskID, Err: err}
 	}
-	if !graph.TaskStatus(row.Status).Terminal() && len(blobs) == len(row.BlobKeys) {
+	if !graph.TaskStatus(row.Status).Terminal() {
 		s.blobs.put(taskID, row.LeaseFence, blobs)
 	}
 	snap := &graph.Snapshot{
