@@ -209,18 +209,22 @@ WHERE a.interrupt_id = l.interrupt_id AND a.recipient = l.recipient AND a.used_a
 RETURNING a.token_hash;
 
 -- OutboxSubjects reads what a batch of deliveries is about in one round
--- trip: for the i-th (task_ids[i], interrupt_ids[i]; uuid nil for none),
--- the task, the interrupt and its decision (NULL columns: none). A task
--- that is gone has no row.
+-- trip: the tasks of task_ids, each with those of interrupt_ids that are
+-- its own (one row per interrupt; a task with none of them, one row of
+-- NULLs) and their decisions. Index lookups by = ANY: the batch is small,
+-- the tables are not.
 -- name: OutboxSubjects :many
-SELECT x.ord::int AS ord, sqlc.embed(t),
+WITH batch_interrupts AS MATERIALIZED (
+    SELECT * FROM interrupts WHERE id = ANY (@interrupt_ids::uuid[])
+)
+SELECT sqlc.embed(t),
        i.id AS i_id, i.task_id AS i_task_id, i.node AS i_node, i.kind AS i_kind, i.iteration AS i_iteration,
        i.payload AS i_payload, i.status AS i_status, i.created_at AS i_created_at, i.resolved_at AS i_resolved_at,
        i.deadline_at AS i_deadline_at, i.overdue AS i_overdue, i.escalation_level AS i_escalation_level,
        i.claimed_by AS i_claimed_by, i.claim_expires_at AS i_claim_expires_at, i.payload_sha256 AS i_payload_sha256,
        d.id AS d_id, d.action AS d_action, d.feedback AS d_feedback, d.value AS d_value,
        d.decided_by AS d_decided_by, d.decided_at AS d_decided_at, d.payload_sha256 AS d_payload_sha256
-FROM generate_subscripts(@task_ids::uuid[], 1) AS x (ord)
-JOIN tasks t ON t.id = (@task_ids::uuid[])[x.ord]
-LEFT JOIN interrupts i ON i.id = (@interrupt_ids::uuid[])[x.ord]
-LEFT JOIN decisions d ON d.interrupt_id = i.id;
+FROM tasks t
+LEFT JOIN batch_interrupts i ON i.task_id = t.id
+LEFT JOIN decisions d ON d.interrupt_id = i.id
+WHERE t.id = ANY (@task_ids::uuid[]);

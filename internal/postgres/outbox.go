@@ -179,6 +179,9 @@ func deliveryFromRow(r dbsqlc.Outbox) notify.Delivery {
 
 // ClaimDeliveries implements notify.Store.
 func (s *Store) ClaimDeliveries(ctx context.Context, max int, lease time.Duration, busy []string) ([]notify.Delivery, error) {
+	if busy == nil {
+		busy = []string{} // <> ALL (NULL) would match nothing
+	}
 	// Committed without waiting for its WAL flush, as task claims are: a
 	// claim lost in a database crash leaves the row due, to be claimed
 	// again under its id.
@@ -268,35 +271,60 @@ func (s *Store) NextDue(ctx context.Context, busy []string) (time.Time, bool, er
 // of a batch in one statement; the artifacts only for the channels that
 // show them.
 func (s *Store) Subjects(ctx context.Context, ds []notify.Delivery) ([]*notify.Subject, error) {
-	p := dbsqlc.OutboxSubjectsParams{TaskIds: make([]uuid.UUID, len(ds)), InterruptIds: make([]uuid.UUID, len(ds))}
+	var p dbsqlc.OutboxSubjectsParams
 	for i := range ds {
-		p.TaskIds[i], _ = parseID(ds[i].TaskID)
-		p.InterruptIds[i], _ = parseID(ds[i].InterruptID)
+		if id, ok := parseID(ds[i].TaskID); ok {
+			p.TaskIds = append(p.TaskIds, id)
+		}
+		if id, ok := parseID(ds[i].InterruptID); ok {
+			p.InterruptIds = append(p.InterruptIds, id)
+		}
+	}
+	if p.InterruptIds == nil {
+		p.InterruptIds = []uuid.UUID{}
 	}
 	rows, err := s.q.OutboxSubjects(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("read the subjects of %d deliveries: %w", len(ds), err)
 	}
-	out := make([]*notify.Subject, len(ds))
+	type about struct {
+		itr *graph.Interrupt
+		dec *graph.Decision
+	}
+	tasks := map[string]*graph.Task{}
+	itrs := map[string]about{}
 	for _, r := range rows {
-		i := int(r.Ord) - 1
-		if i < 0 || i >= len(ds) {
-			continue
-		}
 		task, itr, err := joinedTask(r.Task, joinedInterrupt{r.IID, r.ITaskID, r.INode, r.IKind, r.IIteration, r.IPayload,
 			r.IStatus, r.ICreatedAt, r.IResolvedAt, r.IDeadlineAt, r.IOverdue, r.IEscalationLevel, r.IClaimedBy,
 			r.IClaimExpiresAt, r.IPayloadSha256})
 		if err != nil {
 			return nil, err
 		}
-		if ds[i].InterruptID != "" && itr == nil {
-			continue // the interrupt is gone
+		tasks[task.ID] = task
+		if itr == nil {
+			continue
 		}
-		subj := &notify.Subject{Task: task, Interrupt: itr}
-		if r.DID != nil && itr != nil {
-			subj.Decision = &graph.Decision{ID: r.DID.String(), InterruptID: itr.ID, TaskID: task.ID, Action: deref(r.DAction),
+		a := about{itr: itr}
+		if r.DID != nil {
+			a.dec = &graph.Decision{ID: r.DID.String(), InterruptID: itr.ID, TaskID: task.ID, Action: deref(r.DAction),
 				Feedback: deref(r.DFeedback), Value: r.DValue, DecidedBy: deref(r.DDecidedBy), DecidedAt: deref(r.DDecidedAt),
 				PayloadSHA256: deref(r.DPayloadSha256)}
+		}
+		itrs[itr.ID] = a
+	}
+	out := make([]*notify.Subject, len(ds))
+	for i := range ds {
+		task := tasks[ds[i].TaskID]
+		if task == nil {
+			continue // the task is gone
+		}
+		subj := &notify.Subject{Task: task}
+		if ds[i].InterruptID != "" {
+			a, ok := itrs[ds[i].InterruptID]
+			if !ok {
+				continue // the interrupt is gone
+			}
+			subj.Interrupt, subj.Decision = a.itr, a.dec
 		}
 		if ch := ds[i].Channel; ch == notify.ChannelEmail || ch == notify.ChannelSlack {
 			if subj.Artifacts, err = s.Artifacts(ctx, task.ID); err != nil {

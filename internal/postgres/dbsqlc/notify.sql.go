@@ -453,17 +453,20 @@ func (q *Queries) OutboxRedeliver(ctx context.Context, id uuid.UUID) (uuid.UUID,
 }
 
 const outboxSubjects = `-- name: OutboxSubjects :many
-SELECT x.ord::int AS ord, t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error, t.event_seq, t.lease_owner, t.lease_expires_at, t.lease_fence, t.last_owner, t.created_by, t.created_at, t.updated_at, t.completed_at, t.definition_version, t.forked_from_task, t.forked_from_step,
+WITH batch_interrupts AS MATERIALIZED (
+    SELECT id, task_id, node, kind, iteration, payload, status, created_at, resolved_at, deadline_at, overdue, escalation_level, claimed_by, claim_expires_at, payload_sha256 FROM interrupts WHERE id = ANY ($2::uuid[])
+)
+SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error, t.event_seq, t.lease_owner, t.lease_expires_at, t.lease_fence, t.last_owner, t.created_by, t.created_at, t.updated_at, t.completed_at, t.definition_version, t.forked_from_task, t.forked_from_step,
        i.id AS i_id, i.task_id AS i_task_id, i.node AS i_node, i.kind AS i_kind, i.iteration AS i_iteration,
        i.payload AS i_payload, i.status AS i_status, i.created_at AS i_created_at, i.resolved_at AS i_resolved_at,
        i.deadline_at AS i_deadline_at, i.overdue AS i_overdue, i.escalation_level AS i_escalation_level,
        i.claimed_by AS i_claimed_by, i.claim_expires_at AS i_claim_expires_at, i.payload_sha256 AS i_payload_sha256,
        d.id AS d_id, d.action AS d_action, d.feedback AS d_feedback, d.value AS d_value,
        d.decided_by AS d_decided_by, d.decided_at AS d_decided_at, d.payload_sha256 AS d_payload_sha256
-FROM generate_subscripts($1::uuid[], 1) AS x (ord)
-JOIN tasks t ON t.id = ($1::uuid[])[x.ord]
-LEFT JOIN interrupts i ON i.id = ($2::uuid[])[x.ord]
+FROM tasks t
+LEFT JOIN batch_interrupts i ON i.task_id = t.id
 LEFT JOIN decisions d ON d.interrupt_id = i.id
+WHERE t.id = ANY ($1::uuid[])
 `
 
 type OutboxSubjectsParams struct {
@@ -472,7 +475,6 @@ type OutboxSubjectsParams struct {
 }
 
 type OutboxSubjectsRow struct {
-	Ord              int32
 	Task             Task
 	IID              *uuid.UUID
 	ITaskID          *uuid.UUID
@@ -499,9 +501,10 @@ type OutboxSubjectsRow struct {
 }
 
 // OutboxSubjects reads what a batch of deliveries is about in one round
-// trip: for the i-th (task_ids[i], interrupt_ids[i]; uuid nil for none),
-// the task, the interrupt and its decision (NULL columns: none). A task
-// that is gone has no row.
+// trip: the tasks of task_ids, each with those of interrupt_ids that are
+// its own (one row per interrupt; a task with none of them, one row of
+// NULLs) and their decisions. Index lookups by = ANY: the batch is small,
+// the tables are not.
 func (q *Queries) OutboxSubjects(ctx context.Context, arg OutboxSubjectsParams) ([]OutboxSubjectsRow, error) {
 	rows, err := q.db.Query(ctx, outboxSubjects, arg.TaskIds, arg.InterruptIds)
 	if err != nil {
@@ -512,7 +515,6 @@ func (q *Queries) OutboxSubjects(ctx context.Context, arg OutboxSubjectsParams) 
 	for rows.Next() {
 		var i OutboxSubjectsRow
 		if err := rows.Scan(
-			&i.Ord,
 			&i.Task.ID,
 			&i.Task.Workflow,
 			&i.Task.Title,

@@ -1,0 +1,127 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/graph/graphtest"
+	"github.com/gatehousehq/gatehouse/internal/notify"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+)
+
+// TestOutboxSubjects: a claimed batch's subjects, read in one statement,
+// are each delivery's own task, interrupt and decision; a task that is
+// gone leaves its deliveries without a subject; recorded attempts end the
+// rows, and a stale attempt number is reported lost.
+func TestOutboxSubjects(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	store := postgres.NewStore(pool)
+	ctx := context.Background()
+	e, err := graph.NewEngine(store, []graph.Workflow{graphtest.GateCycle()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.AddEndpoint(ctx, notify.Endpoint{URL: "http://127.0.0.1:1/hook", Secret: notify.NewSecret()}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	raise := func() (*graph.Task, *graph.Interrupt) {
+		task, err := e.Create(ctx, graph.NewTask{Workflow: "gatecycle", Options: []byte(`{"gates":{}}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := e.Run(ctx, task.ID, 0); err != nil || out.Status != graph.StatusWaiting {
+			t.Fatalf("run: %+v %v", out, err)
+		}
+		_, itr, err := store.TaskWithPending(ctx, task.ID)
+		if err != nil || itr == nil {
+			t.Fatalf("pending: %v %v", itr, err)
+		}
+		return task, itr
+	}
+	t1, i1 := raise()
+	t2, i2 := raise()
+	if _, err := e.Decide(ctx, t1.ID, graph.DecisionInput{InterruptID: i1.ID, Action: "approve", DecidedBy: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+
+	ds, err := store.ClaimDeliveries(ctx, 100, time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type key struct{ event, task, itr string }
+	want := map[key]bool{{notify.EventRaised, t1.ID, i1.ID}: true, {notify.EventDecided, t1.ID, i1.ID}: true,
+		{notify.EventRaised, t2.ID, i2.ID}: true}
+	if len(ds) != len(want) {
+		t.Fatalf("claimed %d deliveries, want %d: %+v", len(ds), len(want), ds)
+	}
+	subjs, err := store.Subjects(ctx, ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range ds {
+		if !want[key{d.Event, d.TaskID, d.InterruptID}] {
+			t.Errorf("unexpected delivery %+v", d)
+		}
+		s := subjs[i]
+		if s == nil || s.Task.ID != d.TaskID || s.Interrupt == nil || s.Interrupt.ID != d.InterruptID {
+			t.Fatalf("delivery %s %s: subject %+v", d.Event, d.TaskID, s)
+		}
+		decided := d.TaskID == t1.ID
+		if (s.Decision != nil) != decided || decided && (s.Decision.Action != "approve" || s.Decision.DecidedBy != "alice") {
+			t.Errorf("delivery %s of %s: decision %+v", d.Event, d.TaskID, s.Decision)
+		}
+	}
+
+	if _, err := pool.Exec(ctx, `DELETE FROM tasks WHERE id = $1`, t2.ID); err != nil {
+		t.Fatal(err)
+	}
+	subjs, err = store.Subjects(ctx, ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range ds {
+		if gone := d.TaskID == t2.ID; (subjs[i] == nil) != gone {
+			t.Errorf("after deleting %s: subject of %s %s is %+v", t2.ID, d.Event, d.TaskID, subjs[i])
+		}
+	}
+
+	// Record: the first two delivered; the third with a stale attempt
+	// number (another sender claimed it again) is lost.
+	var fs []notify.Finished
+	for i := range ds {
+		d := ds[i]
+		if d.TaskID == t2.ID {
+			continue // deleted with its task
+		}
+		fs = append(fs, notify.Finished{Delivery: &d, Result: notify.Result{State: notify.StateDelivered, StatusCode: 204,
+			Payload: []byte(`{"ok":true}`)}})
+	}
+	stale := fs[len(fs)-1]
+	staleD := *stale.Delivery
+	staleD.Attempt++
+	fs[len(fs)-1] = notify.Finished{Delivery: &staleD, Result: stale.Result}
+	lost, err := store.FinishDeliveries(ctx, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lost) != 1 || lost[0] != staleD.ID {
+		t.Fatalf("lost %v, want [%s]", lost, staleD.ID)
+	}
+	for _, f := range fs[:len(fs)-1] {
+		got, err := store.Delivery(ctx, f.Delivery.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != notify.StateDelivered || len(got.Attempts) != 1 || got.Attempts[0].StatusCode != 204 ||
+			string(got.Payload) != `{"ok": true}` {
+			t.Errorf("recorded %+v", got)
+		}
+	}
+	if got, err := store.Delivery(ctx, staleD.ID); err != nil || got.State != notify.StatePending || len(got.Attempts) != 0 {
+		t.Errorf("the lost attempt was recorded: %+v %v", got, err)
+	}
+}
