@@ -27,6 +27,8 @@ type desk struct {
 	tasks  *taskCache
 	feeds  *feeds
 	lists  *listCache
+	// presences is who has each task page open, per task.
+	presences *presences
 }
 
 // registerDesk adds the pages, their forms, their websockets and the
@@ -38,6 +40,7 @@ func (s *Server) registerDesk() {
 	d.tasks = newTaskCache(d, 256)
 	d.feeds = &feeds{d: d, m: map[string]*taskFeed{}}
 	d.lists = newListCache()
+	d.presences = &presences{d: d, m: map[string]*taskPresence{}}
 	get, post := http.MethodGet, http.MethodPost
 	viewer, operator, approver, admin := auth.RoleViewer, auth.RoleOperator, auth.RoleApprover, auth.RoleAdmin
 	s.route(get, static.Prefix+"*", "", echo.WrapHandler(d.assets))

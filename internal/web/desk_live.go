@@ -109,23 +109,13 @@ func (d *desk) serveLive(c echo.Context, last int64, start liveStart, presenceTa
 
 	// A task page is presence: who has it open, on any replica.
 	var (
-		pres     *pagePresence
-		presPoke <-chan struct{}
-		presBeat <-chan time.Time
+		pres      *pagePresence
+		presReady <-chan struct{}
 	)
 	if presenceTask != "" {
-		pres = d.openPresence(ctx, presenceTask, who.Name)
-		defer pres.close()
-		if err := pres.send(ctx, conn, true); err != nil {
-			cancel()
-			_ = conn.Close()
-			<-readerDone
-			return nil
-		}
-		presPoke = pres.poke
-		beat := time.NewTicker(presenceBeat)
-		defer beat.Stop()
-		presBeat = beat.C
+		pres = d.presences.open(presenceTask, who.Name)
+		defer pres.close(d.presences)
+		presReady = pres.ready
 	}
 
 	ping := time.NewTicker(s.pingPeriod)
@@ -133,13 +123,8 @@ func (d *desk) serveLive(c echo.Context, last int64, start liveStart, presenceTa
 loop:
 	for {
 		select {
-		case <-presPoke:
-			if err := pres.send(ctx, conn, false); err != nil {
-				break loop
-			}
-		case <-presBeat:
-			pres.beat(ctx)
-			if err := pres.send(ctx, conn, false); err != nil {
+		case <-presReady:
+			if err := pres.write(conn, s.writeWait); err != nil {
 				break loop
 			}
 		case msg := <-out:
