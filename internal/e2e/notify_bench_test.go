@@ -151,13 +151,16 @@ func p50(lat []time.Duration) float64 {
 // tasks cycle. Chunks alternate between the two so that both see the same
 // machine; the ratio of their p50s is what the outbox adds.
 func BenchmarkOutboxApproval(b *testing.B) {
-	const tasks, chunks = 16, 6
+	// Chunks of at least 20 round trips per task (about a second): the
+	// sender's work trails each chunk by its linger and a batch (tens of
+	// ms), which must stay small beside the chunk it spills into.
+	const tasks, chunks, minPer = 16, 4, 20
 	without := newStack(b, 16)
 	with := newStack(b, 16)
 	sink, start := with.withWebhook(b)
 	start()
 	cw, cx := newCycler(b, without, tasks), newCycler(b, with, tasks)
-	per := max(1, b.N/(tasks*chunks))
+	per := max(minPer, b.N/(tasks*chunks))
 	// CPU per round: latency swings with whatever else the machine runs,
 	// CPU time hardly does. PostgreSQL's is each stack's own database's;
 	// this process's is split by chunk (the sender's work spills into the
