@@ -78,6 +78,12 @@ Every command takes --help. Settings come from the environment:
 
 func printUsage(w io.Writer) {
 	fmt.Fprint(w, usage)
+	printSettings(w)
+}
+
+// printSettings lists the environment variables with their meaning and
+// default.
+func printSettings(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	for _, v := range config.Vars {
 		fmt.Fprintf(tw, "  %s\t%s\t(default %s)\n", v.Name, v.Meaning, v.Default)

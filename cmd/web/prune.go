@@ -135,3 +135,37 @@ func pruneHistory(ctx context.Context, store *postgres.Store, retention time.Dur
 		}
 	}
 }
+
+// pruneNotifications deletes the notification rows whose work is over —
+// deliveries delivered or failed, with their attempts, and action links
+// used or expired — once they are older than retention, at once and then
+// hourly, until ctx ends. Pending deliveries stay whatever their age.
+// Replicas take turns (one prune at a time per database).
+func pruneNotifications(ctx context.Context, store *postgres.Store, retention time.Duration, log *slog.Logger) {
+	t := time.NewTicker(pruneEvery)
+	defer t.Stop()
+	for {
+		start := time.Now()
+		before := start.Add(-retention)
+		out, err := store.PruneNotifications(ctx, postgres.NotificationPrune{Before: before})
+		attrs := []any{"deliveries", out.Deliveries, "attempts", out.Attempts, "action_links", out.Links}
+		switch {
+		case errors.Is(err, postgres.ErrOutboxPruneBusy):
+			log.Debug("notification rows: another replica is pruning them")
+		case err != nil && ctx.Err() == nil:
+			log.Warn("pruning notification rows", append(attrs, "error", err)...)
+		case err != nil:
+			log.Info("pruning notification rows stopped by shutdown", attrs...)
+		case out.Deliveries+out.Links > 0:
+			log.Info("pruned notification rows", append(attrs, "older_than", before.UTC().Format(time.RFC3339),
+				"took", time.Since(start).Round(time.Millisecond))...)
+		default:
+			log.Debug("notification rows: nothing to prune", "older_than", before.UTC().Format(time.RFC3339))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -35,6 +35,8 @@ func TestPruneUsage(t *testing.T) {
 		{[]string{"prune", "--older-than", "720h"}, nil, "DATABASE_URL is not set"},
 		{[]string{"serve"}, map[string]string{"DATABASE_URL": "postgres://x", "GATEHOUSE_HISTORY_RETENTION": "30d"},
 			`GATEHOUSE_HISTORY_RETENTION="30d": want a duration such as 720h`},
+		{[]string{"serve"}, map[string]string{"DATABASE_URL": "postgres://x", "GATEHOUSE_OUTBOX_RETENTION": "30d"},
+			`GATEHOUSE_OUTBOX_RETENTION="30d": want a duration such as 720h`},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(context.Background(), c.args, func(k string) string { return c.env[k] }, strings.NewReader(""),
@@ -50,9 +52,16 @@ func TestPruneUsage(t *testing.T) {
 		t.Errorf("prune --help: exit %d\n%s", code, stdout.String())
 	}
 	stdout.Reset()
+	if code := run(context.Background(), []string{"serve", "--help"}, func(string) string { return "" }, nil, &stdout,
+		io.Discard); code != 0 || !strings.Contains(stdout.String(), "GATEHOUSE_OUTBOX_RETENTION") ||
+		!strings.Contains(stdout.String(), "GATEHOUSE_HISTORY_RETENTION") || !strings.Contains(stdout.String(), "DATABASE_URL") {
+		t.Errorf("serve --help: exit %d\n%s", code, stdout.String())
+	}
+	stdout.Reset()
 	if code := run(context.Background(), []string{"--help"}, func(string) string { return "" }, nil, &stdout,
 		io.Discard); code != 0 || !strings.Contains(stdout.String(), "prune --older-than DURATION") ||
-		!strings.Contains(stdout.String(), "GATEHOUSE_HISTORY_RETENTION") {
+		!strings.Contains(stdout.String(), "GATEHOUSE_HISTORY_RETENTION") ||
+		!strings.Contains(stdout.String(), "GATEHOUSE_OUTBOX_RETENTION") {
 		t.Errorf("--help: exit %d\n%s", code, stdout.String())
 	}
 }
@@ -226,5 +235,81 @@ func TestE2EPruneHistory(t *testing.T) {
 	}
 	if p2.err != nil || !strings.Contains(p2.Logs(), `msg=stopped`) {
 		t.Errorf("shutdown: %v\n%s", p2.err, p2.Logs())
+	}
+}
+
+// TestE2EPruneNotifications: a server with the default retention (30
+// days) prunes, at start, the deliveries that finished more than 30 days
+// ago with their attempts, and the action links that ended then, and says
+// how many; pending and recent rows stay. With GATEHOUSE_OUTBOX_RETENTION=0
+// nothing is pruned.
+func TestE2EPruneNotifications(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	r := newReceiver(t, nil)
+	r.setSecret(addWebhook(t, d.url, r.srv.URL+"/hook", "--events", "interrupt.raised"))
+	p := serve(t, d.url, append(webhookEnv, "GATEHOUSE_OUTBOX_RETENTION=0", "GATEHOUSE_WORKERS=2")...)
+	const tasks = 3
+	for i := range tasks {
+		p.createFeature(map[string]any{"gates": map[string]any{}}, fmt.Sprintf("Notify me %d", i))
+	}
+	r.waitHooks(tasks, 60*time.Second)
+	waitFor(t, func() bool { return d.int("SELECT count(*) FROM outbox WHERE state = 'delivered'") == tasks })
+	if strings.Contains(p.Logs(), "notification retention") {
+		t.Errorf("GATEHOUSE_OUTBOX_RETENTION=0 pruned:\n%s", p.Logs())
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+	ctx := context.Background()
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := d.pool.Exec(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	// Two deliveries finished 40 days ago; the third is recent. A
+	// pending one of the same age stays.
+	exec(`UPDATE outbox SET created_at = now() - interval '40 days' WHERE id IN (SELECT id FROM outbox ORDER BY created_at LIMIT 2)`)
+	exec(`UPDATE outbox_attempts a SET at = o.created_at FROM outbox o WHERE o.id = a.outbox_id`)
+	exec(`INSERT INTO outbox (event, task_id, channel, state, created_at, next_at)
+		SELECT 'task.succeeded', id, 'webhook', 'pending', now() - interval '50 days', now() + interval '1 day' FROM tasks LIMIT 1`)
+	// Action links: one used 40 days ago, one expired 35 days ago, one
+	// that ends in 72 h.
+	exec(`INSERT INTO action_links (token_hash, interrupt_id, task_id, recipient, created_at, expires_at, used_at)
+		SELECT sha256(i::text::bytea), x.id, x.task_id, 'alice', now() - interval '45 days',
+		       now() + (CASE i WHEN 1 THEN -40 WHEN 2 THEN -35 ELSE 3 END) * interval '1 day',
+		       CASE i WHEN 1 THEN now() - interval '40 days' END
+		FROM (SELECT id, task_id FROM interrupts LIMIT 1) x, generate_series(1, 3) i`)
+	oldAttempts := d.int(`SELECT count(*) FROM outbox_attempts a JOIN outbox o ON o.id = a.outbox_id
+		WHERE o.created_at < now() - interval '30 days' AND o.state <> 'pending'`)
+	if oldAttempts < 2 {
+		t.Fatalf("%d attempts of the old deliveries", oldAttempts)
+	}
+
+	p2 := serve(t, d.url, append(webhookEnv, "GATEHOUSE_WORKERS=0")...)
+	logged := fmt.Sprintf(`msg="pruned notification rows" component=retention deliveries=2 attempts=%d action_links=2 `, oldAttempts)
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(p2.Logs(), logged) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the log:\n%s", logged, p2.Logs())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(p2.Logs(), `msg="notification retention" retention=720h0m0s`) {
+		t.Errorf("the default retention is not logged:\n%s", p2.Logs())
+	}
+	if n := d.int("SELECT count(*) FROM outbox WHERE state = 'delivered'"); n != tasks-2 {
+		t.Errorf("%d delivered rows left, want %d", n, tasks-2)
+	}
+	if n := d.int("SELECT count(*) FROM outbox WHERE state = 'pending' AND event = 'task.succeeded'"); n != 1 {
+		t.Errorf("the old pending delivery: %d rows, want 1", n)
+	}
+	if n := d.int("SELECT count(*) FROM outbox_attempts a WHERE NOT EXISTS (SELECT 1 FROM outbox o WHERE o.id = a.outbox_id)"); n != 0 {
+		t.Errorf("%d attempts of pruned deliveries left", n)
+	}
+	if n := d.int("SELECT count(*) FROM action_links"); n != 1 {
+		t.Errorf("%d action links left, want 1 (the one that has not ended)", n)
 	}
 }

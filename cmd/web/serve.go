@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,9 +32,21 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/workflows/slogan"
 )
 
+const serveSynopsis = `serve
+
+Applies pending migrations, serves HTTP (API, desk, action links, Slack
+callbacks) and runs the task workers, the timers of deadlines, reminders and
+escalations, and the notification senders. Hourly, one replica at a time, it
+prunes what GATEHOUSE_HISTORY_RETENTION (checkpoint history; default off) and
+GATEHOUSE_OUTBOX_RETENTION (finished deliveries with their attempts, ended
+action links; default 720h, 0 keeps them) say. The settings are below.`
+
 func cmdServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "serve", stdout)
+	fs := newFlags("serve", serveSynopsis, stdout)
 	if err := parseFlags(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printSettings(stdout)
+		}
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -89,6 +103,17 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		close(retentionDone)
 	}
 	defer func() { stopRetention(); <-retentionDone }()
+	outboxPruneDone := make(chan struct{})
+	if cfg.OutboxRetention > 0 {
+		log.Info("notification retention", "retention", cfg.OutboxRetention)
+		go func() {
+			defer close(outboxPruneDone)
+			pruneNotifications(retentionCtx, store, cfg.OutboxRetention, log.With("component", "retention"))
+		}()
+	} else {
+		close(outboxPruneDone)
+	}
+	defer func() { stopRetention(); <-outboxPruneDone }()
 	notifyCtx, stopNotify := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopNotify()
 	store.StartNotifier(notifyCtx, log.With("component", "notify"))

@@ -29,6 +29,10 @@ type Config struct {
 	// HistoryRetention: serve prunes the checkpoint history of tasks that
 	// ended longer ago than this, hourly (0: keeps everything).
 	HistoryRetention time.Duration
+	// OutboxRetention: serve prunes finished deliveries (with their
+	// attempts) and ended action links older than this, hourly (0: keeps
+	// everything).
+	OutboxRetention time.Duration
 	// CORSOrigins are the browser origins allowed to call /langgraph
 	// (GATEHOUSE_CORS_ORIGINS, comma-separated exact origins, no "*").
 	CORSOrigins []string
@@ -96,6 +100,10 @@ type LLM struct {
 	OpenAIMaxTokens int
 }
 
+// DefaultOutboxRetention is how long finished notification rows are kept
+// unless GATEHOUSE_OUTBOX_RETENTION says otherwise: 30 days.
+const DefaultOutboxRetention = 30 * 24 * time.Hour
+
 // Var documents one environment variable (for --help).
 type Var struct {
 	Name, Default, Meaning string
@@ -119,6 +127,7 @@ var Vars = []Var{
 	{"GATEHOUSE_CORS_ORIGINS", "none", "browser origins allowed to call /langgraph (Agent Inbox), comma-separated, e.g. https://dev.agentinbox.ai"},
 	{"GATEHOUSE_TRUST_PROXY", "false", "trust X-Forwarded-Proto/-For from a reverse proxy (Secure cookies, client address)"},
 	{"GATEHOUSE_HISTORY_RETENTION", "0: keep all", "serve prunes the checkpoint history of tasks ended longer ago than this, hourly (e.g. 720h)"},
+	{"GATEHOUSE_OUTBOX_RETENTION", "720h", "serve prunes finished (delivered, failed) notifications with their attempts, and ended action links, older than this, hourly (0: keep all)"},
 	{"GATEHOUSE_PUBLIC_URL", "unset", "base URL of the links in emails, Slack and webhooks, e.g. https://gatehouse.example.com (required with SMTP or Slack)"},
 	{"GATEHOUSE_SMTP_URL", "unset: no email", "smtp://user:pass@host:587 (STARTTLS when offered) or smtps://user:pass@host:465"},
 	{"GATEHOUSE_SMTP_FROM", "gatehouse@<PUBLIC_URL host>", "From address of the emails"},
@@ -184,10 +193,10 @@ func Load(getenv func(string) string) (Config, error) {
 		return duration(name, def)
 	}
 	// retention reads a duration where 0 (or unset) turns the thing off.
-	retention := func(name string) time.Duration {
+	retention := func(name string, def time.Duration) time.Duration {
 		v := str(name, "")
 		if v == "" {
-			return 0
+			return def
 		}
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
@@ -272,7 +281,8 @@ func Load(getenv func(string) string) (Config, error) {
 			OpenAIModel:    str("OPENAI_MODEL", "gpt-4o-mini"),
 			OpenAITimeout:  seconds("OPENAI_REQUEST_TIMEOUT", 120*time.Second),
 		},
-		HistoryRetention: retention("GATEHOUSE_HISTORY_RETENTION"),
+		HistoryRetention: retention("GATEHOUSE_HISTORY_RETENTION", 0),
+		OutboxRetention:  retention("GATEHOUSE_OUTBOX_RETENTION", DefaultOutboxRetention),
 		Notify: Notify{
 			PublicURL:           strings.TrimRight(str("GATEHOUSE_PUBLIC_URL", ""), "/"),
 			SMTPURL:             str("GATEHOUSE_SMTP_URL", ""),

@@ -87,6 +87,23 @@ func TestAuthSettings(t *testing.T) {
 	}
 }
 
+func TestOutboxRetention(t *testing.T) {
+	t.Parallel()
+	load := func(env map[string]string) (Config, error) { return Load(func(k string) string { return env[k] }) }
+	for v, want := range map[string]time.Duration{"": 720 * time.Hour, "0": 0, "0s": 0, "2160h": 2160 * time.Hour, " 90m ": 90 * time.Minute} {
+		c, err := load(map[string]string{"GATEHOUSE_OUTBOX_RETENTION": v})
+		if err != nil || c.OutboxRetention != want {
+			t.Errorf("GATEHOUSE_OUTBOX_RETENTION=%q: %v %v, want %v", v, c.OutboxRetention, err, want)
+		}
+	}
+	for _, v := range []string{"30d", "720", "-1h", "forever"} {
+		_, err := load(map[string]string{"GATEHOUSE_OUTBOX_RETENTION": v})
+		if err == nil || !strings.Contains(err.Error(), "GATEHOUSE_OUTBOX_RETENTION") || !strings.Contains(err.Error(), "720h") {
+			t.Errorf("GATEHOUSE_OUTBOX_RETENTION=%q: error %v, want one naming the variable and an example", v, err)
+		}
+	}
+}
+
 func TestHistoryRetention(t *testing.T) {
 	t.Parallel()
 	load := func(env map[string]string) (Config, error) { return Load(func(k string) string { return env[k] }) }

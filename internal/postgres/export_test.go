@@ -22,3 +22,6 @@ func HoldCommits(s *Store) (pending func() int, release func()) {
 	}
 	return pending, release
 }
+
+// OutboxPruneLockKey is the advisory lock a notification prune holds.
+const OutboxPruneLockKey = outboxPruneLockKey

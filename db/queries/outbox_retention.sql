@@ -1,0 +1,42 @@
+-- Retention of notification rows (migration 00085): finished deliveries
+-- with their delivery log, and ended action links, older than a cutoff.
+
+-- OutboxPruneDelete deletes at most max_rows finished deliveries (delivered
+-- or failed) created before the cutoff and not attempted since (a
+-- Redeliver of an old row counts as recent), with their attempts; pending
+-- deliveries are never touched. Rows another transaction holds (a sender
+-- recording them, a Redeliver) are skipped, to be pruned next time.
+-- name: OutboxPruneDelete :one
+WITH o AS (
+    SELECT c.id FROM outbox c
+    WHERE c.state <> 'pending' AND c.created_at < sqlc.arg(cutoff)::timestamptz
+      AND NOT EXISTS (SELECT 1 FROM outbox_attempts r
+                      WHERE r.outbox_id = c.id AND r.at >= sqlc.arg(cutoff)::timestamptz)
+    ORDER BY c.created_at
+    LIMIT sqlc.arg(max_rows)::int
+    FOR UPDATE SKIP LOCKED
+), a AS (
+    DELETE FROM outbox_attempts r USING o WHERE r.outbox_id = o.id
+    RETURNING 1
+), d AS (
+    -- FOR UPDATE checked the row again under its lock: one redelivered
+    -- meanwhile is pending, and not among o
+    DELETE FROM outbox x USING o WHERE x.id = o.id
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM d)::bigint AS deliveries, (SELECT count(*) FROM a)::bigint AS attempts;
+
+-- ActionLinkPruneDelete deletes at most max_rows action links that ended
+-- (were used, or expired unused) before the cutoff.
+-- name: ActionLinkPruneDelete :one
+WITH l AS (
+    SELECT k.token_hash FROM action_links k
+    WHERE COALESCE(k.used_at, k.expires_at) < sqlc.arg(cutoff)::timestamptz
+    ORDER BY COALESCE(k.used_at, k.expires_at)
+    LIMIT sqlc.arg(max_rows)::int
+    FOR UPDATE SKIP LOCKED
+), d AS (
+    DELETE FROM action_links x USING l WHERE x.token_hash = l.token_hash
+    RETURNING 1
+)
+SELECT count(*)::bigint FROM d;

@@ -1,0 +1,214 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/graph/graphtest"
+	"github.com/gatehousehq/gatehouse/internal/notify"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+)
+
+// TestPruneNotifications: finished deliveries (delivered, failed) older
+// than the cutoff go with their attempts, and so do action links that
+// ended (used or expired) before it; pending deliveries of any age,
+// recent ones, an old one attempted again recently, and links used,
+// expiring or expired recently stay. Batches of one row show the prune
+// going on past its first statement; a second prune while one holds the
+// lock is told so and deletes nothing.
+func TestPruneNotifications(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	store := postgres.NewStore(pool)
+	engine, err := graph.NewEngine(store, []graph.Workflow{graphtest.GateCycle()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A webhook endpoint: every raised interrupt writes a delivery to it.
+	if _, err := store.AddEndpoint(ctx, notify.Endpoint{URL: "https://hooks.example.com/x", Secret: "whsec_x"}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	itrs := make([]*graph.Interrupt, n)
+	for i := range n {
+		task, err := engine.Create(ctx, graph.NewTask{Workflow: "gatecycle", Options: []byte(`{"gates":{}}`), CreatedBy: "ann"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := engine.Run(ctx, task.ID, task.Fence)
+		if err != nil || res.Interrupt == nil {
+			t.Fatalf("run: %+v %v", res, err)
+		}
+		itrs[i] = res.Interrupt
+	}
+	count := func(q string, args ...any) int {
+		t.Helper()
+		var c int
+		if err := pool.QueryRow(ctx, q, args...).Scan(&c); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		return c
+	}
+	if c := count("SELECT count(*) FROM outbox WHERE state = 'pending'"); c != n {
+		t.Fatalf("%d pending deliveries, want %d", c, n)
+	}
+	// Each delivery's fate, by its interrupt: the senders' own claim and
+	// record; the first gets a failed attempt before it is delivered.
+	fate := []string{"delivered", "failed", "pending", "delivered", "delivered", "failed"}
+	byItr := map[string]int{}
+	for i, itr := range itrs {
+		byItr[itr.ID] = i
+	}
+	for round := range 2 {
+		if _, err := pool.Exec(ctx, "UPDATE outbox SET next_at = now() WHERE state = 'pending'"); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := store.ClaimDeliveries(ctx, 100, time.Minute, []string{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fs []notify.Finished
+		for _, d := range ds {
+			i := byItr[d.InterruptID]
+			state := fate[i]
+			if round == 0 && i == 0 {
+				state = "pending"
+			}
+			fs = append(fs, notify.Finished{Delivery: &d, Result: notify.Result{State: state, NextAt: time.Now().Add(time.Hour),
+				Error: "as the test says", StatusCode: 200}})
+		}
+		if lost, err := store.FinishDeliveries(ctx, fs); err != nil || len(lost) != 0 {
+			t.Fatalf("finish: %v %v", lost, err)
+		}
+	}
+	outboxOf := func(i int) uuid.UUID {
+		var id uuid.UUID
+		if err := pool.QueryRow(ctx, "SELECT id FROM outbox WHERE interrupt_id = $1", itrs[i].ID).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	// Old: 0, 1, 2 and 5 wholly; 4 was created long ago but attempted
+	// again yesterday (a Redeliver); 3 is recent.
+	age := func(i int, created, attempted string) {
+		t.Helper()
+		id := outboxOf(i)
+		if _, err := pool.Exec(ctx, "UPDATE outbox SET created_at = now() - $2::interval WHERE id = $1", id, created); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, "UPDATE outbox_attempts SET at = now() - $2::interval WHERE outbox_id = $1", id, attempted); err != nil {
+			t.Fatal(err)
+		}
+	}
+	age(0, "40 days", "39 days")
+	age(1, "40 days", "39 days")
+	age(2, "40 days", "39 days")
+	age(4, "40 days", "1 day")
+	age(5, "31 days", "30 days 1 hour")
+	keptDeliveries := []uuid.UUID{outboxOf(2), outboxOf(3), outboxOf(4)}
+	prunedAttempts := count("SELECT count(*) FROM outbox_attempts WHERE outbox_id = ANY($1::uuid[])",
+		[]uuid.UUID{outboxOf(0), outboxOf(1), outboxOf(5)})
+	if prunedAttempts != 4 {
+		t.Fatalf("%d attempts of the old finished deliveries, want 4", prunedAttempts)
+	}
+
+	// Action links: ended long ago (used; expired unused), and ended
+	// recently or not at all. One names a delivery about to be pruned.
+	now := time.Now()
+	type link struct {
+		expires time.Time
+		usedAgo time.Duration // 0: unused
+		gone    bool
+		outbox  string
+	}
+	links := []link{
+		{expires: now.Add(-40 * 24 * time.Hour), usedAgo: 41 * 24 * time.Hour, gone: true},
+		{expires: now.Add(-31 * 24 * time.Hour), gone: true, outbox: outboxOf(0).String()},
+		{expires: now.Add(72 * time.Hour)},
+		{expires: now.Add(-24 * time.Hour)},
+		{expires: now.Add(time.Hour), usedAgo: time.Hour, outbox: outboxOf(1).String()},
+		{expires: now.Add(-40 * 24 * time.Hour), usedAgo: 29 * 24 * time.Hour},
+	}
+	hashes := make([][]byte, len(links))
+	for i, l := range links {
+		_, hash := notify.ActionToken()
+		hashes[i] = hash
+		if err := store.CreateActionLink(ctx, hash, notify.ActionLink{InterruptID: itrs[i].ID, TaskID: itrs[i].TaskID,
+			Recipient: "alice", ExpiresAt: l.expires}, l.outbox); err != nil {
+			t.Fatal(err)
+		}
+		if l.usedAgo > 0 {
+			if _, err := pool.Exec(ctx, "UPDATE action_links SET used_at = $2 WHERE token_hash = $1", hash, now.Add(-l.usedAgo)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// Another replica's prune holds the lock: this one is told so.
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", postgres.OutboxPruneLockKey); err != nil {
+		t.Fatal(err)
+	}
+	before := now.Add(-30 * 24 * time.Hour)
+	if out, err := store.PruneNotifications(ctx, postgres.NotificationPrune{Before: before}); !errors.Is(err, postgres.ErrOutboxPruneBusy) ||
+		out != (postgres.NotificationsPruned{}) {
+		t.Fatalf("prune while another holds the lock: %+v %v", out, err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", postgres.OutboxPruneLockKey); err != nil {
+		t.Fatal(err)
+	}
+	conn.Release()
+	deliveries, attempts, linkRows := count("SELECT count(*) FROM outbox"), count("SELECT count(*) FROM outbox_attempts"),
+		count("SELECT count(*) FROM action_links")
+
+	out, err := store.PruneNotifications(ctx, postgres.NotificationPrune{Before: before, Batch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (postgres.NotificationsPruned{Deliveries: 3, Attempts: int64(prunedAttempts), Links: 2}); out != want {
+		t.Errorf("pruned %+v, want %+v", out, want)
+	}
+	if c := count("SELECT count(*) FROM outbox"); c != deliveries-3 {
+		t.Errorf("%d deliveries left of %d, want 3 fewer", c, deliveries)
+	}
+	if c := count("SELECT count(*) FROM outbox WHERE id = ANY($1::uuid[])", keptDeliveries); c != 3 {
+		t.Errorf("%d of the 3 deliveries to keep left (pending, recent, attempted recently)", c)
+	}
+	if c := count("SELECT count(*) FROM outbox_attempts"); c != attempts-prunedAttempts {
+		t.Errorf("%d attempts left of %d, want %d fewer", c, attempts, prunedAttempts)
+	}
+	if c := count("SELECT count(*) FROM outbox_attempts a WHERE NOT EXISTS (SELECT 1 FROM outbox o WHERE o.id = a.outbox_id)"); c != 0 {
+		t.Errorf("%d attempts of deliveries gone", c)
+	}
+	for i, l := range links {
+		c := count("SELECT count(*) FROM action_links WHERE token_hash = $1", hashes[i])
+		if l.gone && c != 0 || !l.gone && c != 1 {
+			t.Errorf("link %d (%+v): %d rows", i, l, c)
+		}
+	}
+	if c := count("SELECT count(*) FROM action_links"); c != linkRows-2 {
+		t.Errorf("%d links left of %d", c, linkRows)
+	}
+	// A second run finds nothing more.
+	if out, err := store.PruneNotifications(ctx, postgres.NotificationPrune{Before: before}); err != nil ||
+		out != (postgres.NotificationsPruned{}) {
+		t.Errorf("second prune: %+v %v", out, err)
+	}
+	// The pending delivery is still sent: claimable once due.
+	if _, err := pool.Exec(ctx, "UPDATE outbox SET next_at = now() WHERE state = 'pending'"); err != nil {
+		t.Fatal(err)
+	}
+	if ds, err := store.ClaimDeliveries(ctx, 100, time.Minute, []string{}); err != nil || len(ds) != 1 || ds[0].InterruptID != itrs[2].ID {
+		t.Errorf("claim after the prune: %+v %v", ds, err)
+	}
+}
