@@ -55,7 +55,10 @@ type ActPage struct {
 	Feedback string
 	// Progress, when set, says how many approvals the interrupt has.
 	Progress string
-	CSS      string
+	// Claim, when set, says that someone else holds the interrupt's claim
+	// (SPEC §11): the form would be refused until it ends.
+	Claim string
+	CSS   string
 }
 
 // ActDone is the page of a spent or ended link (410), or of a decision

@@ -127,6 +127,16 @@ func (d *desk) ended(c echo.Context, a *actLink) (string, error) {
 	return "", nil
 }
 
+// claimNote says who holds an interrupt's claim and until when.
+func claimNote(itr *graph.Interrupt) string {
+	until := ""
+	if itr.ClaimExpiresAt != nil {
+		until = " until " + itr.ClaimExpiresAt.UTC().Format("15:04 MST")
+	}
+	return fmt.Sprintf("%s has claimed this %s%s: only they may decide it while they hold it. "+
+		"This link keeps working: use it once they release the claim or it ends.", itr.ClaimedBy, notify.KindLabel(itr.Kind), until)
+}
+
 func stampOr(t *time.Time) string {
 	if t == nil {
 		return "an unknown time"
@@ -194,6 +204,9 @@ func (d *desk) actForm(c echo.Context, status int, a *actLink, errMsg, feedback 
 			p.Actions = append(p.Actions, act)
 		}
 	}
+	if itr.ClaimedBy != "" && itr.ClaimedBy != a.link.Recipient {
+		p.Claim = claimNote(itr)
+	}
 	if n := d.s.decider.Policy().Required(itr.Kind); n > 1 {
 		approvers, err := d.s.store.Approvals(c.Request().Context(), itr.ID)
 		if err != nil {
@@ -252,6 +265,25 @@ func (d *desk) actPost(c echo.Context) error {
 		return d.actForm(c, http.StatusForbidden, a, fb.Reason, feedback)
 	case errors.As(derr, &ve):
 		return d.actForm(c, http.StatusUnprocessableEntity, a, decisionMessage(ve), feedback)
+	case errors.As(derr, &cf) && cf.Holder != "":
+		// Someone else holds the claim (SPEC §11): refused with the
+		// reason, nothing recorded, and the link stays as it was, to be
+		// used once the claim is released or ends.
+		fresh, err := d.loadAct(c)
+		if err != nil {
+			return err
+		}
+		if msg, err := d.ended(c, fresh); err != nil || msg != "" {
+			if err != nil {
+				return err
+			}
+			return d.actGone(c, fresh, msg)
+		}
+		if fresh.itr.ClaimedBy == "" {
+			// Released between the refusal and this read.
+			fresh.itr.ClaimedBy = cf.Holder
+		}
+		return d.actForm(c, http.StatusConflict, fresh, "Not recorded: "+claimNote(fresh.itr), feedback)
 	case errors.As(derr, &cf):
 		fresh, err := d.loadAct(c)
 		if err != nil {

@@ -293,3 +293,90 @@ func ioCopy(w *strings.Builder, r interface{ Read([]byte) (int, error) }) (int64
 		}
 	}
 }
+
+// TestActionLinkRefusedByClaim: while bob holds the claim on an interrupt
+// (SPEC §11), alice's action link shows who holds it, and its POST is
+// refused (409) with the reason on the page; nothing is recorded and the
+// link is not spent. Once bob releases the claim — or once it ends — the
+// same link and form decide as alice.
+func TestActionLinkRefusedByClaim(t *testing.T) {
+	t.Parallel()
+	e := newDeskEnv(t)
+	ctx := context.Background()
+	e.user("alice", auth.RoleApprover)
+	e.user("bob", auth.RoleApprover)
+	e.user("carol", auth.RoleApprover)
+	for _, end := range []string{"released", "expired"} {
+		id := e.createAs(t, "carol", "Claimed <merge> "+end, `{"allowPrd":true,"allowPlan":true}`)
+		itr := e.waitPending(id, "merge")
+		token, hash := notify.ActionToken()
+		if err := e.store.CreateActionLink(ctx, hash, notify.ActionLink{InterruptID: itr.ID, TaskID: id, Recipient: "alice",
+			ExpiresAt: time.Now().Add(time.Hour)}, ""); err != nil {
+			t.Fatal(err)
+		}
+		link := "/act/" + token
+		if _, err := e.store.ClaimInterrupt(ctx, postgres.ClaimRequest{InterruptID: itr.ID, Who: "bob", TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		// The page says who holds it.
+		status, _, page := e.rawDo(t, http.MethodGet, link, "", nil)
+		if status != http.StatusOK || !strings.Contains(page, `data-claim`) || !strings.Contains(page, "bob has claimed this Merge until") {
+			t.Fatalf("%s: GET while claimed: %d\n%s", end, status, page)
+		}
+		key := formKeyRe.FindStringSubmatch(page)[1]
+		var events int
+		if err := e.pool.QueryRow(ctx, "SELECT count(*) FROM task_events WHERE task_id = $1", id).Scan(&events); err != nil {
+			t.Fatal(err)
+		}
+		form := url.Values{"action": {"reject"}, "feedback": {"Needs a <rollback> plan"}, "_act": {key}}
+		status, _, body := e.rawDo(t, http.MethodPost, link, "", form)
+		if status != http.StatusConflict || !strings.Contains(body, `id="act-error"`) ||
+			!strings.Contains(body, "Not recorded: bob has claimed this Merge") ||
+			!strings.Contains(body, "Needs a &lt;rollback&gt; plan") || !strings.Contains(body, `name="_act" value="`+key+`"`) {
+			t.Fatalf("%s: POST while claimed: %d, want 409 with the reason and the form again\n%s", end, status, body)
+		}
+		cur, err := e.store.Interrupt(ctx, itr.ID)
+		if err != nil || cur.Status != graph.InterruptPending || cur.ClaimedBy != "bob" {
+			t.Fatalf("%s: after the refusal: %+v %v", end, cur, err)
+		}
+		if decs, _ := e.store.Decisions(ctx, id); len(decs) != 0 {
+			t.Fatalf("%s: decisions after the refusal: %+v", end, decs)
+		}
+		var after int
+		if err := e.pool.QueryRow(ctx, "SELECT count(*) FROM task_events WHERE task_id = $1", id).Scan(&after); err != nil {
+			t.Fatal(err)
+		}
+		if after != events {
+			t.Errorf("%s: the refusal wrote %d events", end, after-events)
+		}
+		if l, err := e.store.ActionLink(ctx, hash); err != nil || l.UsedAt != nil {
+			t.Fatalf("%s: the link after the refusal: %+v %v, want unspent", end, l, err)
+		}
+
+		switch end {
+		case "released":
+			if _, err := e.store.ReleaseInterrupt(ctx, itr.ID, "bob", false); err != nil {
+				t.Fatal(err)
+			}
+		case "expired":
+			if _, err := e.pool.Exec(ctx, "UPDATE interrupts SET claim_expires_at = now() - interval '1 second' WHERE id = $1", itr.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if status, _, page := e.rawDo(t, http.MethodGet, link, "", nil); status != http.StatusOK || strings.Contains(page, "data-claim") {
+			t.Errorf("%s: GET after the claim: %d, want the form without a claim note", end, status)
+		}
+		status, _, body = e.rawDo(t, http.MethodPost, link, "", form)
+		if status != http.StatusOK || !strings.Contains(body, "alice rejected this Merge") {
+			t.Fatalf("%s: POST after the claim: %d\n%s", end, status, body)
+		}
+		decs, _ := e.store.Decisions(ctx, id)
+		if len(decs) != 1 || decs[0].DecidedBy != "alice" || decs[0].Action != graph.ActionReject ||
+			decs[0].Feedback != "Needs a <rollback> plan" {
+			t.Fatalf("%s: decisions %+v", end, decs)
+		}
+		if status, _, _ := e.rawDo(t, http.MethodPost, link, "", form); status != http.StatusGone {
+			t.Errorf("%s: the link after deciding: %d, want 410", end, status)
+		}
+	}
+}

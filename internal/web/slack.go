@@ -158,6 +158,11 @@ func (s *Server) slackDecide(ctx context.Context, slackID, itrID string) map[str
 	case err == nil:
 	case errors.As(err, &fb):
 		return ephemeral("Not approved: " + fb.Reason)
+	case errors.As(err, &cf) && cf.Holder != "":
+		// Claimed by someone else (SPEC §11): the button works again once
+		// the claim is released or ends.
+		return ephemeral(fmt.Sprintf("Not approved: %s has claimed this %s; only they may decide it while they hold it. "+
+			"Try again once they release it or the claim ends.", cf.Holder, kind))
 	case errors.As(err, &cf):
 		decs, derr := s.store.Decisions(ctx, task.ID)
 		if derr == nil {

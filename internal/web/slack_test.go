@@ -154,6 +154,21 @@ func TestSlack(t *testing.T) {
 		}
 		undecided("after " + user)
 	}
+	// Claimed by carol (SPEC §11): alice's button is refused with the
+	// reason; once carol releases it, the same button approves.
+	if _, err := e.store.ClaimInterrupt(ctx, postgres.ClaimRequest{InterruptID: itr.ID, Who: "carol", TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if code := post(body, now, signSlack(now, body)); code != http.StatusOK {
+		t.Fatalf("alice while claimed: %d", code)
+	}
+	if r := responses.next(t); r["response_type"] != "ephemeral" || !strings.Contains(r["text"].(string), "Not approved: carol has claimed this Merge") {
+		t.Errorf("alice while claimed: %v", r)
+	}
+	undecided("after a callback refused by the claim")
+	if _, err := e.store.ReleaseInterrupt(ctx, itr.ID, "carol", false); err != nil {
+		t.Fatal(err)
+	}
 	if code := post(body, now, signSlack(now, body)); code != http.StatusOK {
 		t.Fatalf("alice: %d", code)
 	}
