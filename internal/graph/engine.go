@@ -26,7 +26,7 @@ type Workflow interface {
 	Resumable(p Position) error
 	entryNode() string
 	patchState(state, patch json.RawMessage) (json.RawMessage, error)
-	initial(input json.RawMessage, opts Options) (json.RawMessage, error)
+	initial(input json.RawMessage, opts Options, apart bool) (json.RawMessage, []StateField, error)
 	checkEdit(state json.RawMessage, node, content string) error
 	run(ctx context.Context, e *Engine, snap *Snapshot, fence int64, drain <-chan struct{}) (Outcome, error)
 }
@@ -131,7 +131,8 @@ func (e *Engine) Create(ctx context.Context, nt NewTask) (*Task, error) {
 	if len(nt.Input) == 0 {
 		nt.Input = json.RawMessage(`{}`)
 	}
-	state, err := w.initial(nt.Input, opts)
+	_, apart := e.cp.(FieldCheckpointer)
+	state, fields, err := w.initial(nt.Input, opts, apart)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +147,7 @@ func (e *Engine) Create(ctx context.Context, nt NewTask) (*Task, error) {
 		Status: StatusQueued, CurrentNode: entry, CreatedBy: nt.CreatedBy, CreatedAt: now, UpdatedAt: now,
 		DefinitionVersion: w.Version()}
 	c := &Commit{TaskID: t.ID, Create: t, Status: StatusQueued, CurrentNode: entry, Reason: "start",
-		Checkpoint: &Checkpoint{TaskID: t.ID, NextNode: entry, State: state, Iterations: map[string]int{}, UpdatedAt: now},
+		Checkpoint: &Checkpoint{TaskID: t.ID, NextNode: entry, State: state, Fields: fields, Iterations: map[string]int{}, UpdatedAt: now},
 		Events: []Event{newEvent(t.ID, EventTaskCreated, "", 0, now, nil,
 			map[string]any{"workflow": t.Workflow, "title": t.Title, "created_by": t.CreatedBy, "actor": t.CreatedBy})},
 	}
@@ -247,16 +248,25 @@ type execution[S any] struct {
 	apart bool
 }
 
-func (g *Graph[S]) initial(input json.RawMessage, opts Options) (json.RawMessage, error) {
+// initial is the state a task starts from; apart: with its large fields
+// apart (for a FieldCheckpointer).
+func (g *Graph[S]) initial(input json.RawMessage, opts Options, apart bool) (json.RawMessage, []StateField, error) {
 	s, err := g.init(input, opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	b, err := json.Marshal(s)
+	var b []byte
+	var fields []StateField
+	if apart {
+		c := stateCodec[S]{fields: g.stringFields, share: true}
+		b, fields, err = c.encodeApart(s)
+	} else {
+		b, err = json.Marshal(s)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("workflow %s: marshal initial state: %w", g.name, err)
+		return nil, nil, fmt.Errorf("workflow %s: marshal initial state: %w", g.name, err)
 	}
-	return b, nil
+	return b, fields, nil
 }
 
 func (g *Graph[S]) checkEdit(state json.RawMessage, node, content string) error {
@@ -279,6 +289,7 @@ func (g *Graph[S]) run(ctx context.Context, e *Engine, snap *Snapshot, fence int
 	x := &execution[S]{g: g, e: e, task: snap.Task, cp: snap.Checkpoint, fence: fence, drain: drain,
 		codec: stateCodec[S]{fields: g.stringFields}}
 	_, x.apart = e.cp.(FieldCheckpointer)
+	x.codec.share = x.apart
 	x.cp.Iterations = maps.Clone(x.cp.Iterations)
 	if x.cp.Iterations == nil {
 		x.cp.Iterations = map[string]int{}

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -104,6 +105,9 @@ func customJSON(t reflect.Type) bool {
 type stateCodec[S any] struct {
 	fields []stringField
 	known  map[int]knownString // by field
+	// share: the JSON of large fields goes to the checkpointer as it is
+	// (Checkpoint.Fields), and may come back to a later run.
+	share bool
 }
 
 type knownString struct {
@@ -130,6 +134,12 @@ func (c *stateCodec[S]) bigJSON(f *stringField, str string) ([]byte, error) {
 		return nil, err
 	}
 	c.remember(f.index, str, js)
+	// A string that is valid UTF-8 is what its JSON decodes to (encoding/json
+	// replaces the bytes of invalid UTF-8): a run that loads this JSON back
+	// gets the string without decoding it.
+	if c.share && utf8.ValidString(str) {
+		decoded.put(js, str)
+	}
 	return js, nil
 }
 
@@ -363,7 +373,7 @@ func (c *stateCodec[S]) decodeApart(state []byte, fields []StateField) (S, error
 		if j < 0 || len(fl.JSON) < bigString || fl.JSON[0] != '"' || slices.Contains(idx[:i], j) {
 			return whole()
 		}
-		str, ok := unquote(fl.JSON)
+		str, ok := decoded.unquote(fl.JSON)
 		if !ok {
 			return whole()
 		}
@@ -384,6 +394,69 @@ func (c *stateCodec[S]) decodeApart(state []byte, fields []StateField) (S, error
 		c.remember(f.index, strs[i], fl.JSON)
 	}
 	return s, nil
+}
+
+// decoded remembers the strings decoded from the large fields runs
+// loaded, by the identity of their JSON (StateField.JSON is never
+// modified): the store gives the next run of a task the same slice for a
+// field it holds, and that run gets the string without decoding or
+// allocating a megabyte again. An entry holds its JSON, so its address is
+// not reused while it is remembered.
+var decoded = stringMemo{max: 32 << 20}
+
+type stringMemo struct {
+	mu   sync.Mutex
+	m    map[*byte]memoString
+	size int // bytes of the strings held
+	max  int
+}
+
+type memoString struct {
+	js  []byte
+	str string
+}
+
+// unquote is unquote(js), remembered.
+func (m *stringMemo) unquote(js []byte) (string, bool) {
+	if len(js) == 0 {
+		return unquote(js)
+	}
+	m.mu.Lock()
+	e, ok := m.m[&js[0]]
+	m.mu.Unlock()
+	if ok && len(e.js) == len(js) {
+		return e.str, true
+	}
+	str, ok := unquote(js)
+	if ok {
+		m.put(js, str)
+	}
+	return str, ok
+}
+
+// put remembers that js decodes to str.
+func (m *stringMemo) put(js []byte, str string) {
+	if len(js) == 0 || len(str) > m.max {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m == nil {
+		m.m = map[*byte]memoString{}
+	}
+	if old, ok := m.m[&js[0]]; ok {
+		m.size -= len(old.str)
+		delete(m.m, &js[0])
+	}
+	for k, v := range m.m {
+		if m.size+len(str) <= m.max {
+			break
+		}
+		delete(m.m, k)
+		m.size -= len(v.str)
+	}
+	m.m[&js[0]] = memoString{js: js, str: str}
+	m.size += len(str)
 }
 
 // joinFields adds fields to the JSON object state, after its members.

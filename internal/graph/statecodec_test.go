@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+	"unsafe"
 )
 
 type codecState struct {
@@ -318,6 +319,68 @@ func BenchmarkUnquote1MB(b *testing.B) {
 	for b.Loop() {
 		if _, ok := unquote(js); !ok {
 			b.Fatal("not taken")
+		}
+	}
+}
+
+// The memo gives the string decoded before for the same JSON slice, and
+// decodes another slice afresh; it keeps within its bound.
+func TestStringMemo(t *testing.T) {
+	m := stringMemo{max: 3 * bigString}
+	js := []byte(`"` + strings.Repeat(`ab\n`, bigString/3) + `"`)
+	s1, ok1 := m.unquote(js)
+	s2, ok2 := m.unquote(js)
+	if !ok1 || !ok2 || s1 != s2 || unsafe.StringData(s1) != unsafe.StringData(s2) {
+		t.Fatal("the same slice decoded twice")
+	}
+	other := bytes.Clone(js)
+	if s3, ok := m.unquote(other); !ok || s3 != s1 || unsafe.StringData(s3) == unsafe.StringData(s1) {
+		t.Error("another slice did not decode afresh")
+	}
+	longer := append(bytes.Clone(js), `x"`...)
+	if _, ok := m.unquote(longer[:len(js)]); !ok {
+		t.Fatal("not decoded")
+	}
+	if s4, ok := m.unquote(longer); ok {
+		t.Errorf("a longer slice at the same address: %.20q", s4)
+	}
+	for range 10 {
+		if _, ok := m.unquote(bytes.Clone(js)); !ok {
+			t.Fatal("not decoded")
+		}
+	}
+	if m.size > m.max || len(m.m) > 3 {
+		t.Errorf("%d bytes in %d entries, bound %d", m.size, len(m.m), m.max)
+	}
+	if _, ok := m.unquote([]byte(`"x\u00"`)); ok {
+		t.Error("bad escape taken")
+	}
+}
+
+// A codec that shares its fields' JSON remembers what each decodes to:
+// the string itself when it is valid UTF-8; never a string with bytes
+// encoding/json would replace.
+func TestStateCodecSharesDecodedStrings(t *testing.T) {
+	c := stateCodec[codecState]{fields: stringFields[codecState](), share: true}
+	valid := codecState{Doc: strings.Repeat("é\n<&>\u2028", bigString)}
+	invalid := codecState{Doc: strings.Repeat("a\xff", bigString)}
+	for _, s := range []codecState{valid, invalid} {
+		state, fields, err := c.encodeApart(s)
+		if err != nil || len(fields) != 1 {
+			t.Fatalf("%d fields: %v", len(fields), err)
+		}
+		d := stateCodec[codecState]{fields: c.fields}
+		got, err := d.decodeApart(state, fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want codecState
+		whole, _ := joinFields(state, fields)
+		if err := json.Unmarshal(whole, &want); err != nil || got.Doc != want.Doc {
+			t.Errorf("decoded %.20q, encoding/json %.20q", got.Doc, want.Doc)
+		}
+		if shared := unsafe.StringData(got.Doc) == unsafe.StringData(s.Doc); shared != (s.Doc == valid.Doc) {
+			t.Errorf("valid UTF-8 %v: the string decoded is the one encoded: %v", s.Doc == valid.Doc, shared)
 		}
 	}
 }
