@@ -162,6 +162,7 @@ func (g *committer) send(units []*unit) {
 
 func (g *committer) exec(ctx context.Context, units []*unit) error {
 	b := &pgx.Batch{}
+	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxGenericPlans(ctx) })
 	redoable := true
 	for _, u := range units {
 		redoable = redoable && u.redoable

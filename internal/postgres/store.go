@@ -408,6 +408,7 @@ func (s *Store) Decide(ctx context.Context, d *graph.Decision, ev *graph.Event) 
 	var row dbsqlc.DecisionRecordRow
 	var notices int32
 	b := &pgx.Batch{}
+	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxGenericPlans(ctx) })
 	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.DecisionRecord(ctx, p); return err }).
 		QueryRow(func(r pgx.Row) error {
 			return r.Scan(&row.ID, &row.DecidedAt, &row.Seq, &row.LeaseFence, &row.Leased, &row.PayloadSha256)
