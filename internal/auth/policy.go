@@ -297,11 +297,18 @@ func (p Policy) Recipients(kind string, level int, creator string, candidates []
 
 // EscalationRecipients is who of candidates escalation step level (from 1)
 // of kind lets decide and who could not before it: the people an
-// escalation tells.
+// escalation tells. Where no deciders narrow the kind, every approver
+// could decide before; the step then tells those it names who may decide
+// (else an escalation to group:leads would tell nobody).
 func (p Policy) EscalationRecipients(kind string, level int, creator string, candidates []Principal) []Principal {
+	step := Audience{Refs: p.Added(kind, level), groups: p.groups}
+	if len(step.Refs) == 0 {
+		return nil
+	}
+	open := p.Deciders(kind, level-1).Everyone
 	var out []Principal
 	for _, c := range p.Recipients(kind, level, creator, candidates) {
-		if !p.MayDecideAt(c, kind, level-1) {
+		if open && step.Admits(c) || !open && !p.MayDecideAt(c, kind, level-1) {
 			out = append(out, c)
 		}
 	}

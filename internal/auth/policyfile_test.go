@@ -100,6 +100,22 @@ func TestPolicyFileGood(t *testing.T) {
 	if got := names(p.EscalationRecipients("merge", 2, "", everyone)); !slices.Equal(got, []string{"dave"}) {
 		t.Errorf("escalation 2 adds: %v", got)
 	}
+	if got := names(p.EscalationRecipients("merge", 3, "", everyone)); len(got) != 0 {
+		t.Errorf("a level the ladder does not have adds: %v", got)
+	}
+	// A kind without deciders: every approver decides at every level; an
+	// escalation tells the approvers it names.
+	open, err := LoadPolicy(PolicySources{File: writePolicy(t, "groups: {leads: [alice, bob]}\nkinds:\n  prd:\n"+
+		"    separation_of_duties: true\n    escalate: [{after: 1h, to: [group:leads]}]\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(open.EscalationRecipients("prd", 1, "", everyone)); !slices.Equal(got, []string{"alice"}) {
+		t.Errorf("escalation of a kind without deciders tells: %v, want the named approvers (alice)", got)
+	}
+	if got := names(open.EscalationRecipients("prd", 1, "alice", everyone)); len(got) != 0 {
+		t.Errorf("escalation tells the creator barred by separation of duties: %v", got)
+	}
 	if got := p.Added("merge", 1); len(got) != 1 || got[0].String() != "group:leads" {
 		t.Errorf("Added(merge, 1) = %v", got)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/notify"
 	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
@@ -40,9 +41,14 @@ type TimerPolicy interface {
 	ReminderTo(kind string, level int) []string
 	// Added names whom escalation step level of kind adds.
 	Added(kind string, level int) []string
-	// AddedUsers names the users escalation step level of kind adds
-	// (user: refs and group members), the people its notice mails.
-	AddedUsers(kind string, level int) []string
+	// Recipients is who of candidates may decide an interrupt of kind at
+	// escalation level, less the task's creator where separation of
+	// duties bars them: whom a reminder mails (less who decided).
+	Recipients(kind string, level int, creator string, candidates []auth.Principal) []auth.Principal
+	// EscalationRecipients is who of candidates escalation step level of
+	// kind lets decide and who could not before it: whom its notice
+	// mails.
+	EscalationRecipients(kind string, level int, creator string, candidates []auth.Principal) []auth.Principal
 }
 
 // NextTimer returns when the earliest timer is due; ok false when none is
@@ -116,7 +122,20 @@ type timerEvent struct {
 	iteration int32
 	data      map[string]any
 	notice    *outboxEvent
+	// mail, when set, says whom the notice mails, by the policy at the
+	// interrupt's escalation level (resolved in enqueueNotices).
+	mail  audience
+	level int
 }
+
+// audience is whom a timer event's notice mails.
+type audience int
+
+const (
+	mailAsSaid    audience = iota // the notice's own mode
+	mailUndecided                 // reminder: the level's deciders who have not decided
+	mailAdded                     // escalation: the deciders the level added
+)
 
 func (s *Store) fireTimers(ctx context.Context, limit int, pol TimerPolicy) (int, []note, error) {
 	tx, err := s.pool.Begin(ctx)
@@ -180,16 +199,16 @@ func (s *Store) fireTimers(ctx context.Context, limit int, pol TimerPolicy) (int
 			return 0, nil, fmt.Errorf("fire timers: escalate: %w", err)
 		}
 		for _, r := range rows {
-			var added, users []string
+			var added []string
 			if pol != nil {
 				added = pol.Added(r.Kind, int(r.EscalationLevel))
-				users = pol.AddedUsers(r.Kind, int(r.EscalationLevel))
 			}
 			rid := r.ID
 			evs = append(evs, timerEvent{task: r.TaskID, typ: EventInterruptEscalated, node: r.Node, iteration: r.Iteration,
 				data: map[string]any{"interrupt_id": r.ID.String(), "kind": r.Kind, "actor": systemActor,
 					"level": r.EscalationLevel, "added": orEmptyStrings(added)},
-				notice: &outboxEvent{event: notify.EventEscalated, interruptID: &rid, kind: r.Kind, mode: "users", users: orEmptyStrings(users)}})
+				notice: &outboxEvent{event: notify.EventEscalated, interruptID: &rid, kind: r.Kind, mode: "users", users: []string{}},
+				mail:   mailAdded, level: int(r.EscalationLevel)})
 		}
 	}
 	if len(remind) > 0 {
@@ -210,7 +229,8 @@ func (s *Store) fireTimers(ctx context.Context, limit int, pol TimerPolicy) (int
 				}
 				rid := r.ID
 				evs = append(evs, timerEvent{task: r.TaskID, typ: EventInterruptReminder, node: r.Node, iteration: r.Iteration, data: data,
-					notice: &outboxEvent{event: notify.EventReminder, interruptID: &rid, kind: r.Kind, mode: "deciders", ifDecided: false}})
+					notice: &outboxEvent{event: notify.EventReminder, interruptID: &rid, kind: r.Kind, mode: "users", users: []string{}},
+					mail:   mailUndecided, level: int(r.EscalationLevel)})
 			}
 		}
 	}
@@ -295,7 +315,7 @@ func (s *Store) fireTimers(ctx context.Context, limit int, pol TimerPolicy) (int
 	}
 	// The notifications of these events, in their transaction: none is
 	// lost in a crash, none sent for a firing that did not commit.
-	sent, err := s.enqueueNotices(ctx, tx, evs)
+	sent, err := s.enqueueNotices(ctx, tx, evs, pol)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -378,8 +398,9 @@ func shortDuration(d time.Duration) string {
 // the Store is used concurrently.
 func (s *Store) OnTimer(f func(due time.Time)) { s.onTimer = f }
 
-// enqueueNotices writes the outbox rows of evs in tx, in one round trip.
-func (s *Store) enqueueNotices(ctx context.Context, tx pgx.Tx, evs []timerEvent) (int32, error) {
+// enqueueNotices writes the outbox rows of evs in tx, in one round trip
+// (and, with email, one more to find whom reminders and escalations mail).
+func (s *Store) enqueueNotices(ctx context.Context, tx pgx.Tx, evs []timerEvent, pol TimerPolicy) (int32, error) {
 	if !s.outbox.Email {
 		// Without mail, only webhooks take these (Slack takes raises
 		// only): none configured, nothing to write — a burst of 10,000
@@ -390,6 +411,11 @@ func (s *Store) enqueueNotices(ctx context.Context, tx pgx.Tx, evs []timerEvent)
 		}
 		if !any {
 			return 0, nil
+		}
+	}
+	if s.outbox.Email {
+		if err := s.mailAudiences(ctx, s.q.WithTx(tx), evs, pol); err != nil {
+			return 0, err
 		}
 	}
 	b := &pgx.Batch{}
@@ -411,4 +437,72 @@ func (s *Store) enqueueNotices(ctx context.Context, tx pgx.Tx, evs []timerEvent)
 		n += c
 	}
 	return n, nil
+}
+
+// mailAudiences fills in whom the reminders and escalations of evs mail,
+// as the policy says at each interrupt's escalation level (SPEC §12):
+// a reminder, the deciders who have not decided (an approval of a kind
+// needing several is a decision); an escalation, the deciders its step
+// added — users named by the step who may decide the kind, and could not
+// before. Both leave out users without an address, disabled ones, and a
+// creator that separation of duties bars. Three statements per batch of
+// timers, none per timer.
+func (s *Store) mailAudiences(ctx context.Context, q *dbsqlc.Queries, evs []timerEvent, pol TimerPolicy) error {
+	var tasks, itrs []uuid.UUID
+	for _, e := range evs {
+		if e.mail != mailAsSaid && e.notice != nil && e.notice.interruptID != nil {
+			tasks, itrs = append(tasks, e.task), append(itrs, *e.notice.interruptID)
+		}
+	}
+	if len(itrs) == 0 || pol == nil {
+		return nil
+	}
+	users, err := q.UsersMailable(ctx)
+	if err != nil {
+		return fmt.Errorf("outbox: mailable users: %w", err)
+	}
+	if len(users) == 0 {
+		return nil
+	}
+	candidates := make([]auth.Principal, len(users))
+	for i, u := range users {
+		candidates[i] = auth.Principal{Name: u.Username, Role: auth.Role(u.Role), Kinds: u.Kinds, Kind: auth.KindUser}
+	}
+	creators, err := q.TaskCreators(ctx, tasks)
+	if err != nil {
+		return fmt.Errorf("outbox: task creators: %w", err)
+	}
+	creator := make(map[uuid.UUID]string, len(creators))
+	for _, c := range creators {
+		creator[c.ID] = c.CreatedBy
+	}
+	approvals, err := q.InterruptApprovers(ctx, itrs)
+	if err != nil {
+		return fmt.Errorf("outbox: approvals: %w", err)
+	}
+	decided := map[uuid.UUID][]string{}
+	for _, a := range approvals {
+		decided[a.InterruptID] = append(decided[a.InterruptID], a.Approver)
+	}
+	for i := range evs {
+		e := &evs[i]
+		if e.mail == mailAsSaid || e.notice == nil || e.notice.interruptID == nil {
+			continue
+		}
+		var to []auth.Principal
+		switch e.mail {
+		case mailUndecided:
+			to = pol.Recipients(e.notice.kind, e.level, creator[e.task], candidates)
+		case mailAdded:
+			to = pol.EscalationRecipients(e.notice.kind, e.level, creator[e.task], candidates)
+		}
+		names := make([]string, 0, len(to))
+		for _, p := range to {
+			if !slices.Contains(decided[*e.notice.interruptID], p.Name) {
+				names = append(names, p.Name)
+			}
+		}
+		e.notice.users = names
+	}
+	return nil
 }

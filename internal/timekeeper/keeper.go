@@ -204,6 +204,10 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-func (a policyAdapter) AddedUsers(kind string, level int) []string {
-	return auth.Audience{Refs: a.p.Added(kind, level)}.WithGroups(a.p).Users()
+func (a policyAdapter) Recipients(kind string, level int, creator string, candidates []auth.Principal) []auth.Principal {
+	return a.p.Recipients(kind, level, creator, candidates)
+}
+
+func (a policyAdapter) EscalationRecipients(kind string, level int, creator string, candidates []auth.Principal) []auth.Principal {
+	return a.p.EscalationRecipients(kind, level, creator, candidates)
 }
