@@ -1,17 +1,24 @@
 package web
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"html"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
 	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -141,8 +148,18 @@ func metaSeq(msg []byte) (int64, bool) {
 // waiting at its PRD gate, then, b.N times, records a decision (one event,
 // committed, announced by NOTIFY, fanned out by the hub) and measures when
 // each page receives it. It reports the delivery's p50 and p99, and the
-// memory an idle page costs the process (server and client sides of the
-// connection, both in this process) and beyond a bare gorilla connection.
+// memory an idle page costs the server.
+//
+// The pages are a child process of this test binary (fanoutClientMain),
+// as browsers are other machines: the memory figures are the server's
+// alone (heap in use plus goroutine stacks after two collections, before
+// and after the pages opened, divided by the pages), not the clients'
+// buffers too. B/conn_over_bare subtracts what a bare gorilla connection
+// with a reader goroutine costs a server, measured the same way. A page
+// dials what the task page's #live element says (its after= and ik=), as
+// the page's script does, so an idle page is sent nothing but presence.
+// Latency runs from just before Decide to the child's receipt of the
+// message that brings a page to the new seq (wall clock, one machine).
 func BenchmarkDeskLiveFanout(b *testing.B) { fanout(b, 1000) }
 
 // BenchmarkDeskLiveFanout5000 is BenchmarkDeskLiveFanout with 5,000 pages
@@ -153,7 +170,7 @@ func fanout(b *testing.B, conns int) {
 	e := newDeskEnv(b)
 	ctx := context.Background()
 	id := e.createFeature("Fan-out")
-	itr := e.waitPending(id, "prd")
+	e.waitPending(id, "prd")
 	last := func() int64 {
 		var n int64
 		if err := e.pool.QueryRow(ctx, `SELECT event_seq FROM tasks WHERE id = $1`, id).Scan(&n); err != nil {
@@ -161,7 +178,24 @@ func fanout(b *testing.B, conns int) {
 		}
 		return n
 	}
-	wsURL := "ws://" + e.addr + "/tasks/" + id + "/live"
+	sess := e.session(defaultUser)
+	cookie := sess.cookie.Name + "=" + sess.cookie.Value
+	origin := "http://" + e.addr
+	// What the page would dial: its #live element's after and ik.
+	req, _ := http.NewRequest(http.MethodGet, origin+"/tasks/"+id, nil)
+	req.Header.Set("Cookie", cookie)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatalf("task page: %v", err)
+	}
+	page, _ := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	m := regexp.MustCompile(`data-after="(\d+)" data-ik="([^"]*)"`).FindSubmatch(page)
+	if m == nil {
+		b.Fatalf("task page: no #live element with data-after and data-ik")
+	}
+	seq, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	wsURL := fmt.Sprintf("ws://%s/tasks/%s/live?after=%d&ik=%s", e.addr, id, seq, url.QueryEscape(html.UnescapeString(string(m[2]))))
 
 	bare := bareConnBytes(b, conns)
 
@@ -172,56 +206,28 @@ func fanout(b *testing.B, conns int) {
 		lat     []time.Duration
 		seen    = make([]atomic.Int64, conns)
 	)
-	before := heapAndStacks()
-	clients := make([]*websocket.Conn, 0, conns)
-	seq := last()
-	dialer := websocket.Dialer{HandshakeTimeout: 10 * time.Second}
-	sess := e.session(defaultUser)
-	hdr := http.Header{"Cookie": {sess.cookie.Name + "=" + sess.cookie.Value}, "Origin": {"http://" + e.addr}}
-	for i := range conns {
-		c, _, err := dialer.Dial(fmt.Sprintf("%s?after=%d&ik=p:%s", wsURL, seq, itr.ID), hdr)
-		if err != nil {
-			b.Fatalf("dial %d: %v", i, err)
-		}
-		clients = append(clients, c)
-	}
-	var wg sync.WaitGroup
-	for i, c := range clients {
+	for i := range seen {
 		seen[i].Store(seq)
-		wg.Go(func() {
-			var buf bytes.Buffer // one per page, reused: the client's cost stays small
-			for {
-				_, r, err := c.NextReader()
-				if err != nil {
-					return
-				}
-				buf.Reset()
-				if _, err := buf.ReadFrom(r); err != nil {
-					return
-				}
-				now := time.Now()
-				n, ok := metaSeq(buf.Bytes())
-				if !ok {
-					continue
-				}
-				prev := seen[i].Swap(n)
-				if t := target.Load(); t > 0 && prev < t && n >= t {
-					mu.Lock()
-					lat = append(lat, now.Sub(time.Unix(0, started.Load())))
-					mu.Unlock()
-				}
-			}
-		})
 	}
-	defer func() {
-		for _, c := range clients {
-			_ = c.Close()
+	before := heapAndStacks()
+	pages := startFanoutClients(b, wsURL, conns, cookie, origin, func(i int, n int64, at time.Time) {
+		prev := seen[i].Swap(n)
+		if t := target.Load(); t > 0 && prev < t && n >= t {
+			mu.Lock()
+			lat = append(lat, at.Sub(time.Unix(0, started.Load())))
+			mu.Unlock()
 		}
-		wg.Wait()
-	}()
-	time.Sleep(500 * time.Millisecond) // every socket idle
+	})
+	defer pages.stop()
+	time.Sleep(time.Second) // every socket idle
 	after := heapAndStacks()
 	perConn := float64(after-before) / float64(conns)
+	e.mu.Lock()
+	open := e.srv.OpenWebsockets()
+	e.mu.Unlock()
+	if open < conns {
+		b.Fatalf("%d websockets open, want %d", open, conns)
+	}
 
 	waitAll := func(n int64) {
 		deadline := time.Now().Add(30 * time.Second)
@@ -234,6 +240,7 @@ func fanout(b *testing.B, conns int) {
 			}
 		}
 	}
+	var cpu time.Duration // the server's CPU from each decision to its last delivery
 	b.ResetTimer()
 	for b.Loop() {
 		b.StopTimer()
@@ -242,12 +249,14 @@ func fanout(b *testing.B, conns int) {
 		waitAll(n)
 		target.Store(n + 1)
 		b.StartTimer()
+		cpu0 := processCPU()
 		started.Store(time.Now().UnixNano())
 		if _, err := e.engine.Decide(ctx, id, graph.DecisionInput{InterruptID: pending.ID, Action: graph.ActionReject,
 			Feedback: "Once more, please.", DecidedBy: "bench"}); err != nil {
 			b.Fatalf("decide: %v", err)
 		}
 		waitAll(n + 1)
+		cpu += processCPU() - cpu0
 		b.StopTimer()
 		e.run.Wake() // the runner re-runs requirements to the next gate
 		b.StartTimer()
@@ -260,6 +269,18 @@ func fanout(b *testing.B, conns int) {
 	b.ReportMetric(perConn, "B/conn")
 	b.ReportMetric(perConn-bare, "B/conn_over_bare")
 	b.ReportMetric(float64(len(lat)), "deliveries")
+	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "server_cpu_ms/event")
+}
+
+// processCPU is the CPU time this process (the server; the pages are a
+// child process) has used: a fan-out's cost that the machine's other load
+// does not blur as it blurs latency.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // heapAndStacks is the memory in use after a collection.
@@ -272,8 +293,8 @@ func heapAndStacks() int64 {
 }
 
 // bareConnBytes is what n idle gorilla connections (server side with a
-// reader goroutine, client side) cost this process, per connection: the
-// floor under any websocket page.
+// reader goroutine; the clients in a child process) cost this process, per
+// connection: the floor under any websocket page.
 func bareConnBytes(b *testing.B, n int) float64 {
 	up := websocket.Upgrader{ReadBufferSize: 1024, WriteBufferSize: 4096}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -290,18 +311,128 @@ func bareConnBytes(b *testing.B, n int) float64 {
 	}))
 	defer srv.Close()
 	before := heapAndStacks()
-	cs := make([]*websocket.Conn, 0, n)
-	for range n {
-		c, _, err := websocket.DefaultDialer.Dial("ws"+srv.URL[len("http"):], nil)
-		if err != nil {
-			b.Fatalf("bare dial: %v", err)
-		}
-		cs = append(cs, c)
-	}
-	time.Sleep(200 * time.Millisecond)
+	cs := startFanoutClients(b, "ws"+srv.URL[len("http"):], n, "", srv.URL, func(int, int64, time.Time) {})
+	time.Sleep(500 * time.Millisecond)
 	per := float64(heapAndStacks()-before) / float64(n)
-	for _, c := range cs {
-		_ = c.Close()
-	}
+	cs.stop()
 	return per
+}
+
+// The child process of the fan-out benchmarks: GATEHOUSE_FANOUT_URL set
+// makes the test binary (TestMain) dial that many websockets and report.
+const (
+	fanoutEnvURL    = "GATEHOUSE_FANOUT_URL"
+	fanoutEnvN      = "GATEHOUSE_FANOUT_N"
+	fanoutEnvCookie = "GATEHOUSE_FANOUT_COOKIE"
+	fanoutEnvOrigin = "GATEHOUSE_FANOUT_ORIGIN"
+)
+
+type fanoutClients struct {
+	cmd   *exec.Cmd
+	stdin io.Closer
+	done  chan struct{}
+}
+
+func (f *fanoutClients) stop() {
+	_ = f.stdin.Close() // the child exits when its stdin closes
+	_ = f.cmd.Wait()
+	<-f.done
+}
+
+// startFanoutClients runs n pages in a child process and returns once all
+// are open; got is called with each message's meta seq and receipt time.
+func startFanoutClients(b *testing.B, wsURL string, n int, cookie, origin string, got func(i int, seq int64, at time.Time)) *fanoutClients {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fanoutEnvURL+"="+wsURL, fanoutEnvN+"="+strconv.Itoa(n),
+		fanoutEnvCookie+"="+cookie, fanoutEnvOrigin+"="+origin)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	f := &fanoutClients{cmd: cmd, stdin: stdin, done: make(chan struct{})}
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() || sc.Text() != "ready" {
+		_ = stdin.Close()
+		_ = cmd.Wait()
+		b.Fatalf("fan-out clients did not start: %q %v", sc.Text(), sc.Err())
+	}
+	go func() {
+		defer close(f.done)
+		for sc.Scan() {
+			var i int
+			var seq, at int64
+			if _, err := fmt.Sscan(sc.Text(), &i, &seq, &at); err == nil && i >= 0 && i < n {
+				got(i, seq, time.Unix(0, at))
+			}
+		}
+	}()
+	return f
+}
+
+// fanoutClientMain is the child: it opens the sockets, says "ready", then
+// prints "<page> <meta seq> <unix nanos>" for every message that carries a
+// live meta, until its stdin closes.
+func fanoutClientMain() int {
+	n, _ := strconv.Atoi(os.Getenv(fanoutEnvN))
+	hdr := http.Header{"Origin": {os.Getenv(fanoutEnvOrigin)}}
+	if c := os.Getenv(fanoutEnvCookie); c != "" {
+		hdr.Set("Cookie", c)
+	}
+	dialer := websocket.Dialer{HandshakeTimeout: 10 * time.Second}
+	conns := make([]*websocket.Conn, n)
+	for i := range conns {
+		c, _, err := dialer.Dial(os.Getenv(fanoutEnvURL), hdr)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "dial %d: %v\n", i, err)
+			return 1
+		}
+		conns[i] = c
+	}
+	type line struct {
+		i        int
+		seq, now int64
+	}
+	lines := make(chan line, 4096)
+	for i, c := range conns {
+		go func() {
+			var buf bytes.Buffer
+			for {
+				_, r, err := c.NextReader()
+				if err != nil {
+					return
+				}
+				buf.Reset()
+				if _, err := buf.ReadFrom(r); err != nil {
+					return
+				}
+				now := time.Now().UnixNano()
+				if seq, ok := metaSeq(buf.Bytes()); ok {
+					lines <- line{i, seq, now}
+				}
+			}
+		}()
+	}
+	w := bufio.NewWriter(os.Stdout)
+	fmt.Fprintln(w, "ready")
+	_ = w.Flush()
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}()
+	for l := range lines {
+		fmt.Fprintln(w, l.i, l.seq, l.now)
+		if len(lines) == 0 {
+			_ = w.Flush()
+		}
+	}
+	return 0
 }

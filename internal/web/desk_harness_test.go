@@ -28,6 +28,9 @@ import (
 
 // TestMain closes the browser the desk tests share.
 func TestMain(m *testing.M) {
+	if os.Getenv(fanoutEnvURL) != "" {
+		os.Exit(fanoutClientMain())
+	}
 	code := m.Run()
 	closeBrowser()
 	os.Exit(code)
