@@ -46,9 +46,10 @@ const (
 // why the feed stopped; stop releases it.
 type liveStart func(ctx context.Context, out chan liveMsg) (done <-chan error, stop func(), err error)
 
-// serveLive upgrades the request and runs one live socket: this goroutine
-// is the only writer, a reader goroutine drops what the client sends and
-// notices it leaving, and the feed puts messages into a small buffer.
+// serveLive upgrades the request and starts one live socket (runLive) in
+// a goroutine of its own: the handler returns, so an idle page holds no
+// HTTP server connection, request, echo context or the handler's deep
+// stack, only what the socket needs.
 func (d *desk) serveLive(c echo.Context, last int64, start liveStart, presenceTask string) error {
 	s := d.s
 	r := c.Request()
@@ -64,25 +65,54 @@ func (d *desk) serveLive(c echo.Context, last int64, start liveStart, presenceTa
 	if !s.beginStream() {
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "server is shutting down"}
 	}
-	defer s.streams.Done()
 	conn, err := s.upgrader.Upgrade(c.Response(), r, nil)
 	if err != nil {
+		s.streams.Done()
 		c.Response().Committed = true
 		return nil
 	}
 	c.Response().Status, c.Response().Committed = http.StatusSwitchingProtocols, true
+	p := livePage{conn: conn, path: r.URL.Path, last: last, start: start, presenceTask: presenceTask,
+		who: userOf(r.Context()).p, av: c.QueryParam("av") == "1", recheck: s.recheck(c),
+		// The request's context ends when the handler returns; its values
+		// (what templ and the store read) are still wanted.
+		ctx: context.WithoutCancel(r.Context())}
+	go func() {
+		defer s.streams.Done()
+		d.runLive(p)
+	}()
+	return nil
+}
 
-	ctx, cancel := context.WithCancel(r.Context())
+// livePage is what a live socket keeps of its request.
+type livePage struct {
+	conn         *websocket.Conn
+	ctx          context.Context
+	path         string
+	last         int64
+	start        liveStart
+	presenceTask string
+	who          auth.Principal
+	av           bool
+	recheck      func(context.Context) error
+}
+
+// runLive runs one live socket: this goroutine is the only writer, a
+// reader goroutine drops what the client sends and notices it leaving, and
+// the feed puts messages into a small buffer.
+func (d *desk) runLive(p livePage) {
+	s, conn, last := d.s, p.conn, p.last
+	ctx, cancel := context.WithCancel(p.ctx)
 	defer cancel()
 	// The decision area this page gets: what its principal may do.
-	who := userOf(r.Context()).p
+	who := p.who
 	area := func(snap *taskSnap) ([]byte, error) { return snap.areaHTML(ctx, d, d.capsFor(ctx, who, snap.data)) }
 	// av=1: the page shows the default artifact view, which follows the task.
 	var view func(*taskSnap) ([]byte, error)
-	if c.QueryParam("av") == "1" {
+	if p.av {
 		view = func(snap *taskSnap) ([]byte, error) { return snap.viewHTML(ctx, d) }
 	}
-	recheck := s.recheck(c)
+	recheck := p.recheck
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
@@ -97,13 +127,13 @@ func (d *desk) serveLive(c echo.Context, last int64, start liveStart, presenceTa
 		}
 	}()
 	out := make(chan liveMsg, liveOut)
-	done, stop, err := start(ctx, out)
+	done, stop, err := p.start(ctx, out)
 	if err != nil {
-		d.endLive(conn, r, err, readerDone)
+		d.endLive(conn, p.path, err, readerDone)
 		cancel()
 		_ = conn.Close()
 		<-readerDone
-		return nil
+		return
 	}
 	defer stop()
 
@@ -112,8 +142,8 @@ func (d *desk) serveLive(c echo.Context, last int64, start liveStart, presenceTa
 		pres      *pagePresence
 		presReady <-chan struct{}
 	)
-	if presenceTask != "" {
-		pres = d.presences.open(presenceTask, who.Name)
+	if p.presenceTask != "" {
+		pres = d.presences.open(p.presenceTask, who.Name)
 		defer pres.close(d.presences)
 		presReady = pres.ready
 	}
@@ -144,7 +174,7 @@ loop:
 			s.closeStream(conn, closeRestart, "server restarting", readerDone)
 			break loop
 		case err := <-done:
-			d.endLive(conn, r, err, readerDone)
+			d.endLive(conn, p.path, err, readerDone)
 			break loop
 		case <-ctx.Done():
 			break loop
@@ -153,17 +183,16 @@ loop:
 	cancel()
 	_ = conn.Close()
 	<-readerDone
-	return nil
 }
 
 // endLive says goodbye to a page whose feed stopped: a dropped page is
 // told to reconnect and catch up (htmx-ext-ws retries on 1013).
-func (d *desk) endLive(conn *websocket.Conn, r *http.Request, err error, readerDone <-chan struct{}) {
+func (d *desk) endLive(conn *websocket.Conn, path string, err error, readerDone <-chan struct{}) {
 	switch {
 	case errors.Is(err, errSlowPage):
 		d.s.closeStream(conn, websocket.CloseTryAgainLater, "catch up", readerDone)
 	case err != nil && !errors.Is(err, context.Canceled):
-		d.s.log.Error("live page feed failed", "path", r.URL.Path, "error", err)
+		d.s.log.Error("live page feed failed", "path", path, "error", err)
 		d.s.closeStream(conn, websocket.CloseInternalServerErr, "internal error", readerDone)
 	}
 }

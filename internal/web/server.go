@@ -166,8 +166,13 @@ func New(d Deps) *Server {
 	s.openapi = openAPIDocument(d.Version)
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
-		ReadBufferSize:   1024,
-		WriteBufferSize:  4096,
+		// Clients only answer pings and close: a small read buffer does
+		// (gorilla keeps it at least a control frame's size). A write
+		// buffer is taken from the pool for each message and returned
+		// after it, so an idle socket holds none.
+		ReadBufferSize:  256,
+		WriteBufferSize: 4096,
+		WriteBufferPool: &sync.Pool{},
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
 			code := CodeBadRequest
 			if status == http.StatusForbidden {
