@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"sort"
 	"sync"
@@ -106,7 +105,11 @@ func (d *desk) runLive(p livePage) {
 	defer cancel()
 	// The decision area this page gets: what its principal may do.
 	who := p.who
-	area := func(snap *taskSnap) ([]byte, error) { return snap.areaHTML(ctx, d, d.capsFor(ctx, who, snap.data)) }
+	area := func(snap *taskSnap) (string, []byte, error) {
+		caps := d.capsFor(ctx, who, snap.data)
+		b, err := snap.areaHTML(ctx, d, caps)
+		return caps.key(), b, err
+	}
 	// av=1: the page shows the default artifact view, which follows the task.
 	var view func(*taskSnap) ([]byte, error)
 	if p.av {
@@ -243,56 +246,113 @@ type liveMsg struct {
 	// for the pages that show it (they said av=1 when they connected);
 	// before the meta, too.
 	view *taskSnap
+	// prep holds the message framed once per variant, for every socket
+	// that sends the same bytes (nil: framed per socket).
+	prep *prepared
 }
+
+// prepared shares the framed variants of one message between sockets: a
+// socket that sends a variant already framed writes it with one syscall
+// and no copy (a 5,000-page fan-out framed and copied each message 5,000
+// times, in 4 KB pieces).
+type prepared struct {
+	mu sync.Mutex
+	m  map[prepKey]*websocket.PreparedMessage
+}
+
+// prepKey names what makes one socket's bytes differ from another's: the
+// first timeline entry it has not sent, its decision area, the view.
+type prepKey struct {
+	from int
+	area string
+	view bool
+}
+
+func newLiveMsg() liveMsg { return liveMsg{prep: &prepared{}} }
 
 const timelineOpen, timelineClose = `<ol id="timeline" hx-swap-oob="beforeend">`, `</ol>`
 
-// write sends the message as one text frame sequence, skipping timeline
-// entries up to *last; it moves *last on. A message with entries that
-// are all old and nothing else is not sent. area renders the decision
-// area for this socket.
-func (m liveMsg) write(conn *websocket.Conn, last *int64, area, view func(*taskSnap) ([]byte, error)) error {
-	fresh := m.items[:0:0]
-	for _, it := range m.items {
+// write sends the message as one text frame, skipping timeline entries up
+// to *last; it moves *last on. A message with entries that are all old and
+// nothing else is not sent. area renders the decision area for this socket
+// (with the key of what it may do); view the default artifact view.
+func (m liveMsg) write(conn *websocket.Conn, last *int64, area func(*taskSnap) (string, []byte, error),
+	view func(*taskSnap) ([]byte, error)) error {
+	from := len(m.items)
+	for i, it := range m.items {
 		if it.seq > *last {
-			fresh = append(fresh, it)
+			from = i
+			break
 		}
 	}
-	if len(fresh) == 0 && len(m.items) > 0 {
+	if from == len(m.items) && len(m.items) > 0 {
 		return nil // a replay of what this page has
 	}
-	w, err := conn.NextWriter(websocket.TextMessage)
-	if err != nil {
-		return err
-	}
-	if len(fresh) > 0 {
-		_, _ = io.WriteString(w, timelineOpen)
-		for _, it := range fresh {
-			_, _ = w.Write(it.html)
+	key := prepKey{from: from}
+	var areaB, viewB []byte
+	if m.area != nil && area != nil {
+		k, b, err := area(m.area)
+		if err != nil {
+			return err
 		}
-		_, _ = io.WriteString(w, timelineClose)
-		*last = fresh[len(fresh)-1].seq
+		key.area, areaB = k, b
+	}
+	if m.view != nil && view != nil {
+		b, err := view(m.view)
+		if err != nil {
+			return err
+		}
+		key.view, viewB = true, b
+	}
+	if from < len(m.items) {
+		*last = m.items[len(m.items)-1].seq
+	}
+	if m.prep == nil {
+		return conn.WriteMessage(websocket.TextMessage, m.bytes(from, areaB, viewB))
+	}
+	m.prep.mu.Lock()
+	pm := m.prep.m[key]
+	if pm == nil {
+		var err error
+		if pm, err = websocket.NewPreparedMessage(websocket.TextMessage, m.bytes(from, areaB, viewB)); err != nil {
+			m.prep.mu.Unlock()
+			return err
+		}
+		if m.prep.m == nil {
+			m.prep.m = map[prepKey]*websocket.PreparedMessage{}
+		}
+		m.prep.m[key] = pm
+	}
+	m.prep.mu.Unlock()
+	return conn.WritePreparedMessage(pm)
+}
+
+// bytes assembles the message from the timeline entry from on, with the
+// area and the view (when not nil) before the meta.
+func (m liveMsg) bytes(from int, area, view []byte) []byte {
+	n := len(area) + len(view)
+	for _, it := range m.items[from:] {
+		n += len(it.html)
+	}
+	for _, p := range m.parts {
+		n += len(p)
+	}
+	b := make([]byte, 0, n+len(timelineOpen)+len(timelineClose))
+	if from < len(m.items) {
+		b = append(b, timelineOpen...)
+		for _, it := range m.items[from:] {
+			b = append(b, it.html...)
+		}
+		b = append(b, timelineClose...)
 	}
 	for i, p := range m.parts {
-		if i == len(m.parts)-1 && m.area != nil && area != nil {
-			b, err := area(m.area)
-			if err != nil {
-				_ = w.Close()
-				return err
-			}
-			_, _ = w.Write(b)
+		if i == len(m.parts)-1 {
+			b = append(b, area...)
+			b = append(b, view...)
 		}
-		if i == len(m.parts)-1 && m.view != nil && view != nil {
-			b, err := view(m.view)
-			if err != nil {
-				_ = w.Close()
-				return err
-			}
-			_, _ = w.Write(b)
-		}
-		_, _ = w.Write(p)
+		b = append(b, p...)
 	}
-	return w.Close()
+	return b
 }
 
 // feeds runs one follower per watched task on this replica: it reads each
@@ -385,7 +445,7 @@ func (f *feeds) catchUp(ctx context.Context, id string, after, last int64, ik, k
 	if err != nil {
 		return liveMsg{}, false, err
 	}
-	var msg liveMsg
+	msg := newLiveMsg()
 	var evs []graph.Event
 	for from := after; from < last; {
 		page, err := f.d.s.store.Events(ctx, id, from, 1000)
@@ -573,7 +633,7 @@ func (f *feeds) render(ctx context.Context, feed *taskFeed, batch []graph.Event)
 	if err != nil {
 		return liveMsg{}, "", err
 	}
-	var msg liveMsg
+	msg := newLiveMsg()
 	for i := range batch {
 		b, err := snap.item(ctx, &batch[i])
 		if err != nil {
