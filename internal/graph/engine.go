@@ -599,6 +599,9 @@ func (x *execution[S]) save(ctx context.Context, c *Commit) error {
 	if err != nil && c.Reason != "" {
 		x.cp.Step--
 	}
+	if err == nil && c.Status.Terminal() {
+		x.codec.release()
+	}
 	return err
 }
 

@@ -434,6 +434,30 @@ func (m *stringMemo) unquote(js []byte) (string, bool) {
 	return str, ok
 }
 
+// drop forgets js.
+func (m *stringMemo) drop(js []byte) {
+	if len(js) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.m[&js[0]]; ok && len(e.js) == len(js) {
+		m.size -= len(e.str)
+		delete(m.m, &js[0])
+	}
+}
+
+// release forgets the strings of the task's large fields: it ended, and
+// no run will load them again.
+func (c *stateCodec[S]) release() {
+	if !c.share {
+		return
+	}
+	for _, k := range c.known {
+		decoded.drop(k.js)
+	}
+}
+
 // put remembers that js decodes to str.
 func (m *stringMemo) put(js []byte, str string) {
 	if len(js) == 0 || len(str) > m.max {

@@ -355,6 +355,24 @@ func TestStringMemo(t *testing.T) {
 	if _, ok := m.unquote([]byte(`"x\u00"`)); ok {
 		t.Error("bad escape taken")
 	}
+	m.unquote(js)
+	n := len(m.m)
+	m.drop(longer)
+	m.drop(bytes.Clone(js))
+	if len(m.m) != n {
+		t.Errorf("dropping what is not held: %d entries, were %d", len(m.m), n)
+	}
+	m.drop(js)
+	if _, ok := m.m[&js[0]]; ok || len(m.m) != n-1 {
+		t.Errorf("dropped but held")
+	}
+	size := 0
+	for _, e := range m.m {
+		size += len(e.str)
+	}
+	if size != m.size {
+		t.Errorf("size %d, held %d", m.size, size)
+	}
 }
 
 // A codec that shares its fields' JSON remembers what each decodes to:
