@@ -107,9 +107,9 @@ func TestDecisionReads(t *testing.T) {
 	if r.status != http.StatusAccepted {
 		t.Fatalf("decision: %d %s", r.status, r.body)
 	}
-	// OutboxEnqueue rides in DecisionRecord's batch: the same round trip
-	// and transaction (its notifications).
-	if want := []string{"DecisionSubject", "DecisionRecord", "OutboxEnqueue"}; !slices.Equal(got, want) {
+	// TxGenericPlans and OutboxEnqueue ride in DecisionRecord's batch: the
+	// same round trip and transaction (its plans, its notifications).
+	if want := []string{"DecisionSubject", "TxGenericPlans", "DecisionRecord", "OutboxEnqueue"}; !slices.Equal(got, want) {
 		t.Errorf("a decision ran %v, want %v", got, want)
 	}
 	if got := log.record(func() { tb.getTask(t, w.ID) }); !slices.Equal(got, []string{"TaskWithPending"}) {
