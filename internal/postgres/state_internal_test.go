@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
 )
 
 // A state split for storage and joined again is the same JSON value, for
@@ -110,5 +112,43 @@ func TestBlobCacheValuesAndBound(t *testing.T) {
 	c.forget("c")
 	if c.size != len(big.val)*(len(c.tasks)) || len(c.tasks) != 1 {
 		t.Errorf("%d bytes in %d tasks after forgetting", c.size, len(c.tasks))
+	}
+}
+
+// A commit sends a large field only when the store does not know it to be
+// stored under the commit's fence: fields given apart and fields inside the
+// state alike, recognised by identity or by their bytes.
+func TestPrepareStateSendsOnlyWhatIsNotStored(t *testing.T) {
+	s := &Store{}
+	doc := []byte(`"` + strings.Repeat("a", 3*blobMin) + `"`)
+	fields := []graph.StateField{{Key: "doc", JSON: doc}}
+	inline, refs, put, all, err := s.prepareState("t", 1, []byte(`{"n":1}`), fields)
+	if err != nil || len(put) != 1 || len(all) != 1 || string(inline) != `{"n":1}` || !strings.Contains(string(refs), `"doc"`) {
+		t.Fatalf("first commit: inline %s refs %s, %d to put (%v)", inline, refs, len(put), err)
+	}
+	s.blobs.put("t", 1, all)
+	// the same slice, then equal bytes elsewhere, then inside the state
+	for i, st := range [][]byte{[]byte(`{"n":2}`), []byte(`{"n":3}`), []byte(`{"n":4,"doc":` + string(doc) + `}`)} {
+		f := fields
+		switch i {
+		case 1:
+			f = []graph.StateField{{Key: "doc", JSON: bytes.Clone(doc)}}
+		case 2:
+			f = nil
+		}
+		inline, refs2, put, all2, err := s.prepareState("t", 1, st, f)
+		if err != nil || len(put) != 0 || len(all2) != 1 || !bytes.Equal(refs2, refs) || bytes.Contains(inline, []byte("doc")) {
+			t.Errorf("commit %d: %d to put, refs %s, inline %.40s (%v)", i, len(put), refs2, inline, err)
+		}
+		if i == 0 && &all2[0].val[0] != &doc[0] {
+			t.Error("the cached slice was not kept")
+		}
+	}
+	// another fence: the blob may be gone (the task ended and was pruned)
+	if _, _, put, _, _ := s.prepareState("t", 2, []byte(`{"n":5}`), fields); len(put) != 1 {
+		t.Errorf("under another fence: %d to put", len(put))
+	}
+	if _, _, _, _, err := s.prepareState("t", 1, []byte(`[1]`), fields); err == nil {
+		t.Error("fields apart from a state that is not an object")
 	}
 }
