@@ -3,15 +3,19 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/graph/graphtest"
 	"github.com/gatehousehq/gatehouse/internal/notify"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
 )
 
@@ -210,5 +214,76 @@ func TestPruneNotifications(t *testing.T) {
 	}
 	if ds, err := store.ClaimDeliveries(ctx, 100, time.Minute, []string{}); err != nil || len(ds) != 1 || ds[0].InterruptID != itrs[2].ID {
 		t.Errorf("claim after the prune: %+v %v", ds, err)
+	}
+}
+
+// TestNotificationPrunePlans: the prune's statements find old rows
+// through the indexes of migration 00085 — not by reading outbox or
+// action_links whole — with their custom and their generic plans, over
+// tables of recent rows (the hourly prune's usual case: little or nothing
+// to delete among many rows).
+func TestNotificationPrunePlans(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `
+INSERT INTO tasks (id, workflow, status) VALUES ('00000000-0000-0000-0000-000000000001', 'feature', 'waiting');
+INSERT INTO interrupts (id, task_id, node, kind, iteration, payload)
+VALUES ('00000000-0000-0000-0000-000000000002', '00000000-0000-0000-0000-000000000001', 'n', 'prd', 1, '{}');
+INSERT INTO outbox (event, task_id, channel, recipient, state, created_at, delivered_at)
+SELECT 'interrupt.raised', '00000000-0000-0000-0000-000000000001', 'email', 'u' || g,
+       CASE WHEN g % 10 = 0 THEN 'pending' WHEN g % 10 = 1 THEN 'failed' ELSE 'delivered' END,
+       now() - g * interval '10 seconds', CASE WHEN g % 10 > 1 THEN now() - g * interval '10 seconds' END
+FROM generate_series(1, 30000) g;
+INSERT INTO outbox_attempts (outbox_id, attempt, at, ok) SELECT id, 1, created_at, state = 'delivered' FROM outbox;
+INSERT INTO action_links (token_hash, interrupt_id, task_id, recipient, expires_at, used_at)
+SELECT sha256(g::text::bytea), '00000000-0000-0000-0000-000000000002', '00000000-0000-0000-0000-000000000001', 'u' || g,
+       now() + interval '72 hours' - g * interval '10 seconds', CASE WHEN g % 2 = 0 THEN now() - g * interval '5 seconds' END
+FROM generate_series(1, 30000) g;`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `VACUUM ANALYZE outbox, outbox_attempts, action_links`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	q := dbsqlc.New(conn)
+	cutoff := time.Now().Add(-30 * 24 * time.Hour)
+	if r, err := q.OutboxPruneDelete(ctx, dbsqlc.OutboxPruneDeleteParams{Cutoff: cutoff, MaxRows: 1000}); err != nil || r.Deliveries != 0 {
+		t.Fatalf("prune deliveries: %+v %v", r, err)
+	}
+	if n, err := q.ActionLinkPruneDelete(ctx, dbsqlc.ActionLinkPruneDeleteParams{Cutoff: cutoff, MaxRows: 1000}); err != nil || n != 0 {
+		t.Fatalf("prune links: %d %v", n, err)
+	}
+	args := fmt.Sprintf("('%s', 1000)", cutoff.UTC().Format(time.RFC3339Nano))
+	for name, index := range map[string]string{"OutboxPruneDelete": "outbox_finished_idx", "ActionLinkPruneDelete": "action_links_ended_idx"} {
+		var stmt string
+		if err := conn.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement LIKE $1`,
+			"%-- name: "+name+" %").Scan(&stmt); err != nil {
+			t.Fatalf("%s: prepared statement: %v", name, err)
+		}
+		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+			if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := conn.Query(ctx, fmt.Sprintf("EXPLAIN EXECUTE %s%s", pgx.Identifier{stmt}.Sanitize(), args))
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan := strings.Join(lines, "\n")
+			if !strings.Contains(plan, index) || strings.Contains(plan, "Seq Scan") {
+				t.Errorf("%s (%s): want %s and no Seq Scan:\n%s", name, mode, index, plan)
+			}
+		}
+	}
+	if _, err := conn.Exec(ctx, "RESET plan_cache_mode"); err != nil {
+		t.Fatal(err)
 	}
 }

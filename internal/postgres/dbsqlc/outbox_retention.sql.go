@@ -18,7 +18,7 @@ WITH l AS (
     LIMIT $2::int
     FOR UPDATE SKIP LOCKED
 ), d AS (
-    DELETE FROM action_links x USING l WHERE x.token_hash = l.token_hash
+    DELETE FROM action_links x WHERE x.token_hash = ANY ((SELECT COALESCE(array_agg(token_hash), '{}') FROM l)::bytea[])
     RETURNING 1
 )
 SELECT count(*)::bigint FROM d
@@ -48,13 +48,17 @@ WITH o AS (
     ORDER BY c.created_at
     LIMIT $2::int
     FOR UPDATE SKIP LOCKED
+), ids AS (
+    -- deleted by = ANY of one array: index lookups by key, where a join
+    -- with o is planned (generic plans) as a hash join over the tables
+    SELECT COALESCE(array_agg(id), '{}') AS ids FROM o
 ), a AS (
-    DELETE FROM outbox_attempts r USING o WHERE r.outbox_id = o.id
+    DELETE FROM outbox_attempts r WHERE r.outbox_id = ANY ((SELECT ids FROM ids)::uuid[])
     RETURNING 1
 ), d AS (
     -- FOR UPDATE checked the row again under its lock: one redelivered
     -- meanwhile is pending, and not among o
-    DELETE FROM outbox x USING o WHERE x.id = o.id
+    DELETE FROM outbox x WHERE x.id = ANY ((SELECT ids FROM ids)::uuid[])
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM d)::bigint AS deliveries, (SELECT count(*) FROM a)::bigint AS attempts
