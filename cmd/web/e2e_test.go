@@ -83,7 +83,9 @@ func serve(t *testing.T, dbURL string, env ...string) *proc {
 		t.Fatal(err)
 	}
 	ready := make(chan struct{})
+	drained := make(chan struct{})
 	go func() {
+		defer close(drained)
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
@@ -99,7 +101,9 @@ func serve(t *testing.T, dbURL string, env ...string) *proc {
 			p.mu.Unlock()
 		}
 	}()
-	go func() { p.err = cmd.Wait(); close(p.exited) }()
+	// Wait closes the pipe: only after the last lines were read (the log
+	// of a shutdown was sometimes lost).
+	go func() { <-drained; p.err = cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() {
 		select {
 		case <-p.exited:
