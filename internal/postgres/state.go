@@ -182,7 +182,7 @@ type cachedTask struct {
 // against a leak, not a working set.
 const (
 	blobCacheMax   = 4096
-	blobCacheBytes = 128 << 20
+	blobCacheBytes = 64 << 20
 )
 
 // sameBytes is bytes.Equal, in constant time when a and b are one slice.
