@@ -5,11 +5,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
@@ -332,3 +334,100 @@ kinds:
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestTimerNoticeAudience: whom the email notices of reminders and
+// escalations are written to, by the policy at the interrupt's level. The
+// review needs two approvals of role:admin, alice and ann; ann created
+// the task (separation of duties: never mailed); alice approved first.
+// Escalation 1 adds group:leads (lena; vic is a viewer), escalation 2
+// role:approver (zed; nomail has no address, gone is disabled).
+func TestTimerNoticeAudience(t *testing.T) {
+	t.Parallel()
+	pol := policyFile(t, `groups: {leads: [lena, vic]}
+kinds:
+  review:
+    approvals: 2
+    separation_of_duties: true
+    deciders: [role:admin, user:alice, user:ann]
+    deadline: 1h
+    reminders: [50m, 10m]
+    escalate: [{after: 20m, to: [group:leads]}, {after: 30m, to: [role:approver]}]
+`)
+	b := setup(t, pol.Schedule)
+	ctx := context.Background()
+	svc := auth.NewService(auth.Config{Store: b.store})
+	for _, u := range []struct {
+		name  string
+		role  auth.Role
+		email string
+	}{{"ann", auth.RoleApprover, "ann@x"}, {"alice", auth.RoleApprover, "alice@x"}, {"root", auth.RoleAdmin, "root@x"},
+		{"lena", auth.RoleApprover, "lena@x"}, {"vic", auth.RoleViewer, "vic@x"}, {"zed", auth.RoleApprover, "zed@x"},
+		{"nomail", auth.RoleApprover, ""}, {"gone", auth.RoleApprover, "gone@x"}} {
+		if _, err := svc.AddUserWithEmail(ctx, "test", u.name, "a long enough password", u.role, nil, u.email); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := svc.DisableUser(ctx, "test", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	b.store.SetOutbox(postgres.Outbox{Email: true, Audience: postgres.PolicyAudience(pol)})
+	itr := b.waiting(t, 1, "ann")[0]
+	mailed := func(event string) []string {
+		t.Helper()
+		rows, err := b.pool.Query(ctx, `SELECT recipient FROM outbox WHERE channel = 'email' AND event = $1 ORDER BY recipient`, event)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.pool.Exec(ctx, `DELETE FROM outbox WHERE event = $1`, event); err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	if got := mailed("interrupt.raised"); !slices.Equal(got, []string{"alice", "root"}) {
+		t.Errorf("raised: mailed %v, want [alice root]", got)
+	}
+	d := auth.NewDecider(b.engine, b.store, pol, nil)
+	out, err := d.Decide(ctx, auth.Principal{Name: "alice", Role: auth.RoleApprover, Kind: auth.KindUser}, itr.TaskID,
+		graph.DecisionInput{InterruptID: itr.ID, Action: graph.ActionApprove})
+	if err != nil || !out.Pending() {
+		t.Fatalf("alice's approval: %+v %v", out, err)
+	}
+	k := timekeeper.New(b.store, pol, nil)
+	k.Start()
+	defer k.Stop()
+	fire := func(what string, step int, event string) []string {
+		t.Helper()
+		if _, err := b.pool.Exec(ctx, `UPDATE interrupt_timers SET due_at = now() WHERE interrupt_id = $1 AND what = $2 AND step = $3`,
+			itr.ID, what, step); err != nil {
+			t.Fatal(err)
+		}
+		k.Poke(time.Time{})
+		deadline := time.Now().Add(10 * time.Second)
+		for b.count(t, `SELECT count(*) FROM interrupt_timers WHERE interrupt_id = $1 AND what = $2 AND step = $3`, itr.ID, what, step) > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s %d did not fire", what, step)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return mailed(event)
+	}
+	for _, c := range []struct {
+		what  string
+		step  int
+		event string
+		want  []string
+	}{
+		{"reminder", 1, "interrupt.reminder", []string{"root"}},                // level 0, less alice (approved) and ann (SoD)
+		{"escalate", 1, "interrupt.escalated", []string{"lena"}},               // not vic, a viewer
+		{"escalate", 2, "interrupt.escalated", []string{"zed"}},                // role:approver: not ann, nomail, gone
+		{"reminder", 2, "interrupt.reminder", []string{"lena", "root", "zed"}}, // level 2
+	} {
+		if got := fire(c.what, c.step, c.event); !slices.Equal(got, c.want) {
+			t.Errorf("%s %d: mailed %v, want %v", c.what, c.step, got, c.want)
+		}
+	}
+}
