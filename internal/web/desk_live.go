@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -105,11 +106,8 @@ func (d *desk) runLive(p livePage) {
 	defer cancel()
 	// The decision area this page gets: what its principal may do.
 	who := p.who
-	area := func(snap *taskSnap) (string, []byte, error) {
-		caps := d.capsFor(ctx, who, snap.data)
-		b, err := snap.areaHTML(ctx, d, caps)
-		return caps.key(), b, err
-	}
+	whoKey := areaPrincipalKey(who)
+	area := func(snap *taskSnap) (string, []byte, error) { return snap.areaFor(ctx, d, whoKey, who) }
 	// av=1: the page shows the default artifact view, which follows the task.
 	var view func(*taskSnap) ([]byte, error)
 	if p.av {
@@ -739,6 +737,45 @@ type taskSnap struct {
 	state []byte
 	view  []byte            // the default artifact view, for pages that show it
 	area  map[string][]byte // by areaCaps.key()
+	// byWho is the area of each principal (areaPrincipalKey) that asked, with
+	// its caps' key: a fan-out works out caps once per principal, not per
+	// socket.
+	byWho map[string]whoArea
+}
+
+type whoArea struct {
+	key  string
+	html []byte
+}
+
+// areaPrincipalKey names everything of a principal that what it may do
+// depends on.
+func areaPrincipalKey(p auth.Principal) string {
+	return strings.Join([]string{p.Name, string(p.Role), strings.Join(p.Kinds, ","), string(p.Kind), p.ID}, "\x00")
+}
+
+// areaFor is the decision area for the principal who (named whoKey) and
+// the key of its caps.
+func (s *taskSnap) areaFor(ctx context.Context, d *desk, whoKey string, who auth.Principal) (string, []byte, error) {
+	s.mu.Lock()
+	a, ok := s.byWho[whoKey]
+	s.mu.Unlock()
+	if ok {
+		return a.key, a.html, nil
+	}
+	caps := d.capsFor(ctx, who, s.data)
+	b, err := s.areaHTML(ctx, d, caps)
+	if err != nil {
+		return "", nil, err
+	}
+	a = whoArea{caps.key(), b}
+	s.mu.Lock()
+	if s.byWho == nil {
+		s.byWho = map[string]whoArea{}
+	}
+	s.byWho[whoKey] = a
+	s.mu.Unlock()
+	return a.key, a.html, nil
 }
 
 // item is the rendered timeline entry of an event.
