@@ -297,7 +297,13 @@ func heapAndStacks() int64 {
 // connection: the floor under any websocket page.
 func bareConnBytes(b *testing.B, n int) float64 {
 	up := websocket.Upgrader{ReadBufferSize: 1024, WriteBufferSize: 4096}
+	// The handlers must be gone before the caller measures its own
+	// baseline: hijacked connections outlive srv.Close.
+	var handlers sync.WaitGroup
+	defer handlers.Wait()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handlers.Add(1)
+		defer handlers.Done()
 		c, err := up.Upgrade(w, r, nil)
 		if err != nil {
 			return
