@@ -86,6 +86,10 @@ END {
 	fig["BenchmarkDeskLiveFanout5000|p99_ms"] = "BENCH desk_live_p99_ms_5k_sockets"
 	fig["BenchmarkDeskLiveFanout5000|B/conn"] = "BENCH desk_live_bytes_per_idle_socket_5k"
 	fig["BenchmarkDeskLiveFanout5000|B/conn_over_bare"] = "BENCH desk_live_bytes_per_idle_socket_over_bare_5k"
+	fig["BenchmarkDeskLiveFanout|server_cpu_ms/event"] = "BENCH desk_live_server_cpu_ms_per_event_1k_sockets"
+	fig["BenchmarkDeskLiveFanout5000|server_cpu_ms/event"] = "BENCH desk_live_server_cpu_ms_per_event_5k_sockets"
+	unit["BenchmarkDeskLiveFanout|server_cpu_ms/event"] = "ms/event"
+	unit["BenchmarkDeskLiveFanout5000|server_cpu_ms/event"] = "ms/event"
 	fig["BenchmarkDeskDiff10kLines|ms/diff"] = "BENCH desk_diff_10k_lines_ms"
 	fig["BenchmarkScale/dashboard|p95_ms"] = "BENCH scale_1m_dashboard_p95_ms"
 	fig["BenchmarkScale/inbox_first|p95_ms"] = "BENCH scale_1m_inbox_first_page_p95_ms"
@@ -154,6 +158,10 @@ END {
 		printf "RATIO timers_10k_vs_2s_target: %.2f\n", median("BenchmarkTimers10k|last_fired_after_due_ms") / 2000
 	if ("BenchmarkPresence|join_p99_ms" in vals)
 		printf "RATIO presence_join_p99_vs_200ms_target: %.2f\n", median("BenchmarkPresence|join_p99_ms") / 200
+	if ("BenchmarkDeskLiveFanout5000|p99_ms" in vals)
+		printf "RATIO desk_live_p99_5k_vs_250ms_target: %.2f\n", median("BenchmarkDeskLiveFanout5000|p99_ms") / 250
+	if ("BenchmarkDeskLiveFanout5000|B/conn" in vals)
+		printf "RATIO desk_live_bytes_per_idle_socket_5k_vs_40000_target: %.2f\n", median("BenchmarkDeskLiveFanout5000|B/conn") / 40000
 	if ("BenchmarkClaimRoundTrip|p99_ms" in vals)
 		printf "RATIO claim_p99_vs_10ms_target: %.2f\n", median("BenchmarkClaimRoundTrip|p99_ms") / 10
 	if ("BenchmarkThroughput16|ratio" in vals)
