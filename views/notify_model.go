@@ -102,6 +102,8 @@ type WebhooksPage struct {
 	Secret, SecretURL string
 	Message, Error    string
 	NewURL, NewEvents string
+	// Retention says how long the delivery log is kept.
+	Retention string
 }
 
 // EndpointRow is one endpoint.

@@ -248,7 +248,9 @@ func TestE2EPruneNotifications(t *testing.T) {
 	d := newDB(t)
 	r := newReceiver(t, nil)
 	r.setSecret(addWebhook(t, d.url, r.srv.URL+"/hook", "--events", "interrupt.raised"))
-	p := serve(t, d.url, append(webhookEnv, "GATEHOUSE_OUTBOX_RETENTION=0", "GATEHOUSE_WORKERS=2")...)
+	const password = "retention-test-password"
+	p := serve(t, d.url, append(webhookEnv, "GATEHOUSE_OUTBOX_RETENTION=0", "GATEHOUSE_WORKERS=2",
+		"GATEHOUSE_ADMIN_PASSWORD="+password)...)
 	const tasks = 3
 	for i := range tasks {
 		p.createFeature(map[string]any{"gates": map[string]any{}}, fmt.Sprintf("Notify me %d", i))
@@ -257,6 +259,10 @@ func TestE2EPruneNotifications(t *testing.T) {
 	waitFor(t, func() bool { return d.int("SELECT count(*) FROM outbox WHERE state = 'delivered'") == tasks })
 	if strings.Contains(p.Logs(), "notification retention") {
 		t.Errorf("GATEHOUSE_OUTBOX_RETENTION=0 pruned:\n%s", p.Logs())
+	}
+	if code, page := p.deskPage("/admin/webhooks", password); code != http.StatusOK ||
+		!strings.Contains(page, "Deliveries are kept until their endpoint is removed (GATEHOUSE_OUTBOX_RETENTION=0).") {
+		t.Errorf("/admin/webhooks with retention 0: %d, no word of it", code)
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -288,7 +294,7 @@ func TestE2EPruneNotifications(t *testing.T) {
 		t.Fatalf("%d attempts of the old deliveries", oldAttempts)
 	}
 
-	p2 := serve(t, d.url, append(webhookEnv, "GATEHOUSE_WORKERS=0")...)
+	p2 := serve(t, d.url, append(webhookEnv, "GATEHOUSE_WORKERS=0", "GATEHOUSE_ADMIN_PASSWORD="+password)...)
 	logged := fmt.Sprintf(`msg="pruned notification rows" component=retention deliveries=2 attempts=%d action_links=2 `, oldAttempts)
 	deadline := time.Now().Add(15 * time.Second)
 	for !strings.Contains(p2.Logs(), logged) {
@@ -311,5 +317,9 @@ func TestE2EPruneNotifications(t *testing.T) {
 	}
 	if n := d.int("SELECT count(*) FROM action_links"); n != 1 {
 		t.Errorf("%d action links left, want 1 (the one that has not ended)", n)
+	}
+	if code, page := p2.deskPage("/admin/webhooks", password); code != http.StatusOK ||
+		!strings.Contains(page, "deleted with their attempts 30 days after they were last tried") {
+		t.Errorf("/admin/webhooks with the default retention: %d, no word of it", code)
 	}
 }

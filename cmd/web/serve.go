@@ -182,7 +182,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		Ready: func(ctx context.Context) error { return postgres.Ready(ctx, pool) }, Logger: log.With("component", "http"),
 		Version: version, Metrics: met.Handler(), LLMProvider: provider.Name(),
 		SlackSigningSecret:  cfg.Notify.SlackSigningSecret,
-		WebhookAllowPrivate: cfg.Notify.WebhookAllowPrivate})
+		WebhookAllowPrivate: cfg.Notify.WebhookAllowPrivate, OutboxRetention: cfg.OutboxRetention})
 	met.WatchWebsockets(srv.OpenWebsockets)
 	keeper.Start()
 	defer keeper.Stop()

@@ -5,9 +5,11 @@ package web
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -40,6 +42,7 @@ func (d *desk) writeWebhooks(c echo.Context, status int, page views.WebhooksPage
 	}
 	page.Page = d.pageMeta(ctx, "Webhooks", "webhooks")
 	page.Events = notify.EventTypes
+	page.Retention = retentionNote(d.s.outboxRetention)
 	for _, e := range eps {
 		row := views.EndpointRow{ID: e.ID, URL: e.URL, Events: "all events", State: "active", Disabled: e.DisabledAt != nil}
 		if len(e.Events) > 0 {
@@ -119,4 +122,21 @@ func (d *desk) redeliverForm(c echo.Context) error {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/admin/webhooks?"+url.Values{"done": {"Delivery " + id + " is due again."}}.Encode())
+}
+
+// retentionNote says how long the delivery log is kept
+// (GATEHOUSE_OUTBOX_RETENTION).
+func retentionNote(d time.Duration) string {
+	if d <= 0 {
+		return "Deliveries are kept until their endpoint is removed (GATEHOUSE_OUTBOX_RETENTION=0)."
+	}
+	span := d.String()
+	if d%(24*time.Hour) == 0 {
+		span = fmt.Sprintf("%d days", int(d/(24*time.Hour)))
+		if d == 24*time.Hour {
+			span = "1 day"
+		}
+	}
+	return fmt.Sprintf("Deliveries that were delivered or failed are deleted with their attempts %s after they were last tried "+
+		"(GATEHOUSE_OUTBOX_RETENTION); pending ones stay until sent.", span)
 }

@@ -74,6 +74,9 @@ type Deps struct {
 	// ClaimTTL is how long a claim on an interrupt lasts unless renewed
 	// (GATEHOUSE_CLAIM_TTL; 0: 30 minutes).
 	ClaimTTL time.Duration
+	// OutboxRetention is how long finished deliveries are kept
+	// (GATEHOUSE_OUTBOX_RETENTION; 0: forever), as /admin/webhooks says.
+	OutboxRetention time.Duration
 }
 
 // apiPrefix is where the JSON API lives.
@@ -132,6 +135,7 @@ type Server struct {
 	slackSecret         string
 	slackClient         *http.Client
 	webhookAllowPrivate bool
+	outboxRetention     time.Duration
 	// slackWG holds the answers to Slack callbacks in flight.
 	slackWG sync.WaitGroup
 }
@@ -146,8 +150,8 @@ func New(d Deps) *Server {
 		version: d.Version, closing: make(chan struct{}), auth: d.Auth, decider: d.Decider, trustProxy: d.TrustProxy,
 		roles: map[string]auth.Role{}, llmProvider: d.LLMProvider,
 		slackSecret: d.SlackSigningSecret, slackClient: &http.Client{Timeout: 15 * time.Second},
-		webhookAllowPrivate: d.WebhookAllowPrivate,
-		pingPeriod:          defaultPingPeriod, pongWait: defaultPongWait, writeWait: defaultWriteWait}
+		webhookAllowPrivate: d.WebhookAllowPrivate, outboxRetention: d.OutboxRetention,
+		pingPeriod: defaultPingPeriod, pongWait: defaultPongWait, writeWait: defaultWriteWait}
 	if s.auth == nil {
 		s.auth = auth.NewService(auth.Config{Store: d.Store, BootstrapToken: d.BootstrapToken,
 			Logger: log.With("component", "auth")})
