@@ -141,29 +141,6 @@ func (s *Store) outboxWritten(ctx context.Context, n int32) {
 	s.announce(ctx, note{ch: ChannelOutbox})
 }
 
-// EnqueueNotice writes the deliveries of an event that the store does not
-// commit itself (a reminder, an escalation, an expiry) in tx, the
-// transaction of that event: to is who is mailed (nil: nobody). Call
-// OutboxWritten after the commit with the count.
-func (s *Store) EnqueueNotice(ctx context.Context, tx pgx.Tx, event, taskID, interruptID string, to []string) (int32, error) {
-	tid, ok := parseID(taskID)
-	if !ok {
-		return 0, graph.ErrTaskNotFound
-	}
-	ev := &outboxEvent{event: event, mode: "users", users: to}
-	if to == nil {
-		ev.mode = "none"
-	}
-	if iid, ok := parseID(interruptID); ok {
-		ev.interruptID = &iid
-	}
-	return s.enqueueTx(ctx, s.q.WithTx(tx), tid, ev)
-}
-
-// OutboxWritten wakes the senders after EnqueueNotice's transaction
-// committed n deliveries.
-func (s *Store) OutboxWritten(ctx context.Context, n int32) { s.outboxWritten(ctx, n) }
-
 func deliveryFromRow(r dbsqlc.Outbox) notify.Delivery {
 	d := notify.Delivery{ID: r.ID.String(), Event: r.Event, TaskID: r.TaskID.String(), Seq: r.Seq, Channel: r.Channel,
 		Recipient: r.Recipient, State: r.State, Attempt: int(r.Attempts), NextAt: r.NextAt, Payload: r.Payload,
