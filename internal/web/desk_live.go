@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"net/http"
 	"sort"
 	"strings"
@@ -149,7 +150,10 @@ func (d *desk) runLive(p livePage) {
 		presReady = pres.ready
 	}
 
-	ping := time.NewTicker(s.pingPeriod)
+	// The first ping comes after a random part of the period: pages that
+	// connected together (a replica's restart, a reconnect storm) would
+	// otherwise ping, and look up their sessions, together ever after.
+	ping := time.NewTimer(rand.N(s.pingPeriod) + 1)
 	defer ping.Stop()
 loop:
 	for {
@@ -164,6 +168,7 @@ loop:
 				break loop
 			}
 		case <-ping.C:
+			ping.Reset(s.pingPeriod)
 			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.writeWait)); err != nil {
 				break loop
 			}
