@@ -86,6 +86,8 @@ END {
 	fig["BenchmarkDeskLiveFanout5000|p99_ms"] = "BENCH desk_live_p99_ms_5k_sockets"
 	fig["BenchmarkDeskLiveFanout5000|B/conn"] = "BENCH desk_live_bytes_per_idle_socket_5k"
 	fig["BenchmarkDeskLiveFanout5000|B/conn_over_bare"] = "BENCH desk_live_bytes_per_idle_socket_over_bare_5k"
+	fig["BenchmarkDeskLiveFanout|B/conn_after_events"] = "BENCH desk_live_bytes_per_socket_after_events"
+	fig["BenchmarkDeskLiveFanout5000|B/conn_after_events"] = "BENCH desk_live_bytes_per_socket_after_events_5k"
 	fig["BenchmarkDeskLiveFanout|server_cpu_ms/event"] = "BENCH desk_live_server_cpu_ms_per_event_1k_sockets"
 	fig["BenchmarkDeskLiveFanout5000|server_cpu_ms/event"] = "BENCH desk_live_server_cpu_ms_per_event_5k_sockets"
 	unit["BenchmarkDeskLiveFanout|server_cpu_ms/event"] = "ms/event"
