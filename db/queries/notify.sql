@@ -148,7 +148,7 @@ WHERE state = 'pending' AND COALESCE(endpoint_id::text, channel) <> ALL (sqlc.ar
 -- statement: each row's state and its delivery log entry. A row whose
 -- attempt number moved on was claimed again by another sender (its lease
 -- lapsed) and is left alone; the ids returned are those recorded.
--- payloads: '' for none (a body is kept from the first attempt on).
+-- payloads: '' for none (a body is kept from the first failed attempt on).
 -- name: OutboxDoneMany :many
 WITH r AS (
     -- unnests in one SELECT list zip arrays of the same length
@@ -160,7 +160,11 @@ WITH r AS (
     UPDATE outbox
     SET state        = r.state,
         next_at      = CASE WHEN r.state = 'pending' THEN r.next_at ELSE outbox.next_at END,
-        payload      = COALESCE(outbox.payload, NULLIF(r.payload, '')::jsonb),
+        -- the body is kept for the retries of an attempt that failed;
+        -- a delivered one is not written again (a Redeliver builds it
+        -- afresh): the body was most of the WAL a delivery cost
+        payload      = CASE WHEN r.state = 'pending' THEN COALESCE(outbox.payload, NULLIF(r.payload, '')::jsonb)
+                            ELSE outbox.payload END,
         last_error   = r.error,
         delivered_at = CASE WHEN r.state = 'delivered' THEN now() END
     FROM r

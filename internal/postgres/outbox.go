@@ -164,6 +164,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, max int, lease time.Duratio
 	// again under its id.
 	var rows []dbsqlc.Outbox
 	b := &pgx.Batch{}
+	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxGenericPlans(ctx) })
 	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxAsyncCommit(ctx) })
 	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error {
 		_, err := q.OutboxClaim(ctx, dbsqlc.OutboxClaimParams{LeaseSeconds: lease.Seconds(), Busy: busy, MaxRows: int32(max)})
@@ -214,6 +215,7 @@ func (s *Store) FinishDeliveries(ctx context.Context, fs []notify.Finished) ([]s
 	}
 	var done []uuid.UUID
 	b := &pgx.Batch{}
+	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxGenericPlans(ctx) })
 	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxAsyncCommit(ctx) })
 	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.OutboxDoneMany(ctx, p); return err }).
 		Query(func(rows pgx.Rows) error {

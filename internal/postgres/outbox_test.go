@@ -44,6 +44,7 @@ func TestOutboxSubjects(t *testing.T) {
 	}
 	t1, i1 := raise()
 	t2, i2 := raise()
+	t3, i3 := raise()
 	if _, err := e.Decide(ctx, t1.ID, graph.DecisionInput{InterruptID: i1.ID, Action: "approve", DecidedBy: "alice"}); err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func TestOutboxSubjects(t *testing.T) {
 	}
 	type key struct{ event, task, itr string }
 	want := map[key]bool{{notify.EventRaised, t1.ID, i1.ID}: true, {notify.EventDecided, t1.ID, i1.ID}: true,
-		{notify.EventRaised, t2.ID, i2.ID}: true}
+		{notify.EventRaised, t2.ID, i2.ID}: true, {notify.EventRaised, t3.ID, i3.ID}: true}
 	if len(ds) != len(want) {
 		t.Fatalf("claimed %d deliveries, want %d: %+v", len(ds), len(want), ds)
 	}
@@ -89,8 +90,10 @@ func TestOutboxSubjects(t *testing.T) {
 		}
 	}
 
-	// Record: the first two delivered; the third with a stale attempt
-	// number (another sender claimed it again) is lost.
+	// Record: the first failed (to be retried: its body is kept for the
+	// retry), the second delivered (its body is not kept); the third,
+	// with a stale attempt number (another sender claimed it again), is
+	// lost.
 	var fs []notify.Finished
 	for i := range ds {
 		d := ds[i]
@@ -100,6 +103,11 @@ func TestOutboxSubjects(t *testing.T) {
 		fs = append(fs, notify.Finished{Delivery: &d, Result: notify.Result{State: notify.StateDelivered, StatusCode: 204,
 			Payload: []byte(`{"ok":true}`)}})
 	}
+	if len(fs) != 3 {
+		t.Fatalf("%d deliveries to record, want 3", len(fs))
+	}
+	fs[0].Result = notify.Result{State: notify.StatePending, StatusCode: 500, Error: "the receiver answered 500",
+		NextAt: time.Now().Add(time.Hour), Payload: []byte(`{"ok":true}`)}
 	stale := fs[len(fs)-1]
 	staleD := *stale.Delivery
 	staleD.Attempt++
@@ -111,14 +119,17 @@ func TestOutboxSubjects(t *testing.T) {
 	if len(lost) != 1 || lost[0] != staleD.ID {
 		t.Fatalf("lost %v, want [%s]", lost, staleD.ID)
 	}
-	for _, f := range fs[:len(fs)-1] {
+	for i, f := range fs[:len(fs)-1] {
 		got, err := store.Delivery(ctx, f.Delivery.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.State != notify.StateDelivered || len(got.Attempts) != 1 || got.Attempts[0].StatusCode != 204 ||
-			string(got.Payload) != `{"ok": true}` {
-			t.Errorf("recorded %+v", got)
+		state, code, body := notify.StateDelivered, 204, ""
+		if i == 0 {
+			state, code, body = notify.StatePending, 500, `{"ok": true}`
+		}
+		if got.State != state || len(got.Attempts) != 1 || got.Attempts[0].StatusCode != code || string(got.Payload) != body {
+			t.Errorf("recorded %+v, want %s %d body %q", got, state, code, body)
 		}
 	}
 	if got, err := store.Delivery(ctx, staleD.ID); err != nil || got.State != notify.StatePending || len(got.Attempts) != 0 {
