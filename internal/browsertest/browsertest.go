@@ -81,7 +81,10 @@ type Tab struct {
 	T    *testing.T
 	Ctx  context.Context
 	Name string
-	shot int
+	// Diagnose, when set, is a JavaScript expression (a string) that a
+	// failed WaitJS reports instead of the page's address and text.
+	Diagnose string
+	shot     int
 }
 
 // Open opens a tab (skipped under -short).
@@ -143,7 +146,11 @@ func (b *Tab) WaitJS(expr string, timeout time.Duration) {
 		}
 		time.Sleep(50 * time.Millisecond) // a navigation ended the poll
 	}
-	page, _ := chromedp.Run(b.Ctx, chromedp.Evaluate[string](`location.href + "\n" + (document.querySelector("main")||document.body).innerText.slice(0, 1500)`))
+	diagnose := b.Diagnose
+	if diagnose == "" {
+		diagnose = `location.href + "\n" + (document.querySelector("main")||document.body).innerText.slice(0, 1500)`
+	}
+	page, _ := chromedp.Run(b.Ctx, chromedp.Evaluate[string](diagnose))
 	b.T.Fatalf("%s: waiting for %s: %v\npage: %s", b.Name, expr, err, page)
 }
 

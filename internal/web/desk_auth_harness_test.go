@@ -153,7 +153,7 @@ func (e *deskEnv) openTab(t *testing.T, name string) *tab {
 
 // login signs the tab in through the login page.
 func (b *tab) login(e *deskEnv, name string) {
-	b.t.Helper()
+	b.T.Helper()
 	b.do(chromedp.Navigate(e.base + "/login"))
 	b.waitJS(`document.querySelector("input[name=username]")`, 10*time.Second)
 	b.do(chromedp.SetValue(chromedp.CSS("input[name=username]"), name),

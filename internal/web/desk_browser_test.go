@@ -20,7 +20,7 @@ func pendingSel(kind string) string { return `#interrupt article.pending[data-ki
 // decide fills and submits the open form as the tab's user: approve, or
 // reject with feedback.
 func (b *tab) decide(kind, action, feedback string) {
-	b.t.Helper()
+	b.T.Helper()
 	sel := pendingSel(kind)
 	b.waitJS(`document.querySelector(`+jsq(sel)+`)`, 20*time.Second)
 	if feedback != "" {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/browsertest"
 	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/live"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
@@ -32,7 +31,7 @@ func TestMain(m *testing.M) {
 		os.Exit(fanoutClientMain())
 	}
 	code := m.Run()
-	closeBrowser()
+	browsertest.Close()
 	os.Exit(code)
 }
 
@@ -245,231 +244,59 @@ func (e *deskEnv) waitPending(id, kind string) *graph.Interrupt {
 
 // --- the browser ---
 
-// One browser for the whole test binary; each test gets its own browser
-// context (cookies, storage) and tabs in it.
-var shared struct {
-	once   sync.Once
-	ctx    context.Context
-	cancel []context.CancelFunc
-	dir    string
-	err    error
+// tab is a browser tab of internal/browsertest (one browser for the whole
+// test binary, a browser context per tab) with the desk tests' helpers.
+type tab struct{ *browsertest.Tab }
+
+// deskDiagnosis is what a failed waitJS reports of a desk page: its main
+// and live data, the live state, the interrupt and the timeline's tail.
+const deskDiagnosis = `(function(){var m=document.querySelector("main"),l=document.getElementById("live"),i=document.getElementById("interrupt"),t=document.querySelectorAll("#timeline li");` +
+	`return JSON.stringify({main: m&&Object.assign({},m.dataset), live: l&&Object.assign({},l.dataset), state: (document.getElementById("live-state")||{}).textContent,` +
+	`interrupt: i&&i.textContent.replace(/\\s+/g," ").slice(0,600), timeline: [].slice.call(t,-6).map(function(x){return x.dataset.seq+" "+x.textContent.replace(/\\s+/g," ").slice(0,80)})})})()`
+
+func openTab(t *testing.T, name string) *tab {
+	b := browsertest.Open(t, name)
+	b.Diagnose = deskDiagnosis
+	return &tab{b}
 }
 
-const chromiumPath = "/usr/bin/chromium"
+func (b *tab) do(steps ...chromedp.Action[chromedp.Void]) { b.T.Helper(); b.Do(steps...) }
 
-func startBrowser() {
-	path := chromiumPath
-	if _, err := os.Stat(path); err != nil {
-		if p, lerr := exec.LookPath("chromium"); lerr == nil {
-			path = p
-		} else {
-			shared.err = fmt.Errorf("chromium not found at %s (apt-get install -y chromium)", chromiumPath)
-			return
-		}
-	}
-	dir, err := os.MkdirTemp("", "gatehouse-chromium-")
-	if err != nil {
-		shared.err = err
-		return
-	}
-	shared.dir = dir
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(dir),
-		chromedp.WindowSize(1360, 1000),
-	)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	shared.cancel = []context.CancelFunc{cancelBrowser, cancelAlloc}
-	if err := chromedp.Do(bctx); err != nil {
-		shared.err = fmt.Errorf("start chromium: %w", err)
-		return
-	}
-	shared.ctx = bctx
-}
-
-func closeBrowser() {
-	for _, c := range shared.cancel {
-		c()
-	}
-	if shared.dir != "" {
-		_ = os.RemoveAll(shared.dir)
-	}
-}
-
-// newTab opens a tab in a fresh browser context for the test.
-func newTab(t *testing.T) context.Context {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("browser test (-short)")
-	}
-	shared.once.Do(startBrowser)
-	if shared.err != nil {
-		t.Fatalf("browser: %v", shared.err)
-	}
-	ctx, cancel := chromedp.NewContext(shared.ctx, chromedp.WithNewBrowserContext())
-	t.Cleanup(cancel)
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("open tab: %v", err)
-	}
-	return ctx
-}
-
-// tab is a browser tab with the test's helpers.
-type tab struct {
-	t    *testing.T
-	ctx  context.Context
-	name string
-	shot int
-}
-
-func openTab(t *testing.T, name string) *tab { return &tab{t: t, ctx: newTab(t), name: name} }
-
-// do runs steps, failing the test on error.
-func (b *tab) do(steps ...chromedp.Action[chromedp.Void]) {
-	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
-	defer cancel()
-	if err := chromedp.Do(ctx, steps...); err != nil {
-		b.t.Fatalf("%s: %v", b.name, err)
-	}
-}
-
-// eval evaluates a JavaScript expression.
-func eval[T any](b *tab, expr string) T {
-	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
-	defer cancel()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
-	if err != nil {
-		b.t.Fatalf("%s: eval %s: %v", b.name, expr, err)
-	}
-	return v
-}
+func eval[T any](b *tab, expr string) T { b.T.Helper(); return browsertest.Eval[T](b.Tab, expr) }
 
 // waitJS waits until a JavaScript expression is truthy, across page loads.
-func (b *tab) waitJS(expr string, timeout time.Duration) {
-	b.t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for {
-		left := time.Until(deadline)
-		if left <= 0 {
-			break
-		}
-		ctx, cancel := context.WithTimeout(b.ctx, left+2*time.Second)
-		_, err = chromedp.Run(ctx, chromedp.Poll[bool]("!!("+expr+")", chromedp.WithPollingTimeout(left),
-			chromedp.WithPollingInterval(20*time.Millisecond)))
-		cancel()
-		if err == nil {
-			return
-		}
-		// A navigation ends the poll: poll again in the new page.
-		time.Sleep(50 * time.Millisecond)
-	}
-	html, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`(function(){var m=document.querySelector("main"),l=document.getElementById("live"),i=document.getElementById("interrupt"),t=document.querySelectorAll("#timeline li");`+
-		`return JSON.stringify({main: m&&Object.assign({},m.dataset), live: l&&Object.assign({},l.dataset), state: (document.getElementById("live-state")||{}).textContent,`+
-		`interrupt: i&&i.textContent.replace(/\\s+/g," ").slice(0,600), timeline: [].slice.call(t,-6).map(function(x){return x.dataset.seq+" "+x.textContent.replace(/\\s+/g," ").slice(0,80)})})})()`))
-	b.t.Fatalf("%s: waiting for %s: %v\npage: %s", b.name, expr, err, html)
-}
+func (b *tab) waitJS(expr string, timeout time.Duration) { b.T.Helper(); b.WaitJS(expr, timeout) }
 
-// text is the text of the first element matching a CSS selector, "" if none.
+// text is the textContent of the first element matching a CSS selector,
+// "" if none (browsertest's Text is the rendered innerText).
 func (b *tab) text(css string) string {
-	b.t.Helper()
-	q, _ := json.Marshal(css)
-	return eval[string](b, `(function(){var e=document.querySelector(`+string(q)+`);return e?e.textContent:""})()`)
+	b.T.Helper()
+	return eval[string](b, `(function(){var e=document.querySelector(`+jsq(css)+`);return e?e.textContent:""})()`)
 }
 
 // watchConsole collects the tab's console errors and exceptions (CSP
 // refusals among them) from now on; the returned func lists them.
-func (b *tab) watchConsole() func() []string {
-	ctx, cancel := context.WithCancel(b.ctx)
-	b.t.Cleanup(cancel)
-	var mu sync.Mutex
-	var msgs []string
-	seq := chromedp.Console(ctx)
-	go func() {
-		for m, err := range seq {
-			if err != nil {
-				return
-			}
-			if m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleException {
-				mu.Lock()
-				msgs = append(msgs, string(m.Type)+": "+m.Text)
-				mu.Unlock()
-			}
-		}
-	}()
-	return func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(msgs)
-	}
-}
+func (b *tab) watchConsole() func() []string { return b.Console() }
 
 // texts is the text of every element matching a CSS selector.
 func (b *tab) texts(css string) string {
-	b.t.Helper()
+	b.T.Helper()
 	return eval[string](b, `[].map.call(document.querySelectorAll(`+jsq(css)+`),function(e){return e.textContent}).join("\n")`)
 }
 
-// screenshot saves the whole page as a PNG in the test's artifact directory.
-func (b *tab) screenshot(stage string) {
-	b.t.Helper()
-	eval[bool](b, `(window.scrollTo(0, 0), true)`)
-	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
-	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		b.t.Fatalf("screenshot %s: %v", stage, err)
-	}
-	b.shot++
-	name := fmt.Sprintf("%s/%02d-%s-%s.png", b.t.ArtifactDir(), b.shot, b.name, stage)
-	if err := os.WriteFile(name, png, 0o644); err != nil {
-		b.t.Fatalf("write screenshot: %v", err)
-	}
-	b.t.Logf("screenshot %s", name)
-}
+func (b *tab) screenshot(stage string) { b.T.Helper(); b.Screenshot(stage) }
 
 // liveOpen waits until the page's websocket is open.
 func (b *tab) liveOpen() {
-	b.t.Helper()
+	b.T.Helper()
 	b.waitJS(`document.getElementById("live-state") && document.getElementById("live-state").dataset.state === "open"`, 10*time.Second)
 }
 
-// click clicks the element as a person would (the element's own click, so
-// a sticky header never takes it), once htmx has wired it up.
-func (b *tab) click(css string) {
-	b.t.Helper()
-	js := `(function(){var e=document.querySelector(` + jsq(css) + `);if(!e)return "none";` +
-		`var h=e.closest("[hx-get],[hx-post]")||(e.form&&e.form.closest("[hx-post]"));` +
-		`if(h&&!(h["htmx-internal-data"]&&h["htmx-internal-data"].initHash))return "wait";` +
-		`e.scrollIntoView({block:"center"});e.click();return "ok"})()`
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		switch got := eval[string](b, js); {
-		case got == "ok":
-			return
-		case time.Now().After(deadline):
-			b.t.Fatalf("%s: cannot click %s: %s", b.name, css, got)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// click clicks the element as a person would, once htmx has wired it up.
+func (b *tab) click(css string) { b.T.Helper(); b.Click(css) }
 
 // jsq quotes a string for JavaScript.
-func jsq(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
-}
+func jsq(s string) string { return browsertest.Q(s) }
 
 func decisionInput(interruptID, action, by string) graph.DecisionInput {
 	return graph.DecisionInput{InterruptID: interruptID, Action: action, DecidedBy: by}
