@@ -25,6 +25,9 @@ var sdkPackages = []string{"@langchain/langgraph-sdk", "langgraph-sdk-1.9.28"}
 // against a real `gatehouse serve` process on a fresh database.
 func TestOfficialJSSDK(t *testing.T) {
 	node, err := exec.LookPath("node")
+	if err != nil && os.Getenv("GATEHOUSE_TEST_STRICT") != "" {
+		t.Fatalf("node is not installed (GATEHOUSE_TEST_STRICT is set: .ci/run installs it): %v", err)
+	}
 	if err != nil {
 		t.Skip("node is not installed: this test drives gatehouse with the official LangGraph JS SDK " +
 			"(apt-get install nodejs npm; .ci/run does)")
