@@ -193,9 +193,8 @@ func (c *stateCodec[S]) encodeApart(s S) (state []byte, fields []StateField, err
 	if !ok {
 		return nil, nil, &json.UnsupportedValueError{Str: "state did not encode as an object"}
 	}
-	out := bytes.NewBuffer(make([]byte, 0, len(small)))
-	out.WriteByte('{')
 	fields = make([]StateField, 0, len(subs))
+	kept := ms[:0]
 	for _, m := range ms {
 		if bytes.Equal(m.Val, bigMarkerJSON) {
 			if x := subFor(subs, m.Key); x != nil {
@@ -203,18 +202,12 @@ func (c *stateCodec[S]) encodeApart(s S) (state []byte, fields []StateField, err
 				continue
 			}
 		}
-		if out.Len() > 1 {
-			out.WriteByte(',')
-		}
-		out.Write(m.Key)
-		out.WriteByte(':')
-		out.Write(m.Val)
+		kept = append(kept, m)
 	}
-	out.WriteByte('}')
 	if len(fields) != len(subs) {
 		return nil, nil, &json.UnsupportedValueError{Str: "state: a large field went missing while encoding"}
 	}
-	return out.Bytes(), fields, nil
+	return jsonobj.Join(kept, len(small)), fields, nil
 }
 
 func subFor(subs []bigSub, key []byte) *bigSub {

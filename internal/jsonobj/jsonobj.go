@@ -11,6 +11,23 @@ type Member struct {
 	Key, Val []byte
 }
 
+// Join writes members back as one JSON object, in their order; size is a
+// hint of the length it will have.
+func Join(ms []Member, size int) []byte {
+	out := bytes.NewBuffer(make([]byte, 0, size))
+	out.WriteByte('{')
+	for i, m := range ms {
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		out.Write(m.Key)
+		out.WriteByte(':')
+		out.Write(m.Val)
+	}
+	out.WriteByte('}')
+	return out.Bytes()
+}
+
 // Split returns the members of the JSON object b, or false when b is not
 // an object it can split (callers then treat b whole). It only finds the
 // members' bounds and does not validate what lies inside them: b comes

@@ -43,3 +43,19 @@ func TestSplitObject(t *testing.T) {
 		}
 	}
 }
+
+func TestJoinIsSplitsInverse(t *testing.T) {
+	for _, in := range []string{`{}`, `{"a":1}`, `{"a":1,"b":{"c":[1,2]},"d\"e":"x"}`} {
+		ms, ok := Split([]byte(in))
+		if !ok {
+			t.Fatalf("split %s", in)
+		}
+		if got := string(Join(ms, len(in))); got != in {
+			t.Errorf("Join(Split(%s)) = %s", in, got)
+		}
+	}
+	ms, _ := Split([]byte(`{"a":1,"b":2,"c":3}`))
+	if got := string(Join([]Member{ms[0], ms[2]}, 0)); got != `{"a":1,"c":3}` {
+		t.Errorf("Join of a and c = %s", got)
+	}
+}

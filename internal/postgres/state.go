@@ -47,8 +47,7 @@ func splitState(state []byte) (inline []byte, blobs []blob) {
 		return state, nil
 	}
 	blobs = make([]blob, 0, big)
-	var sb bytes.Buffer
-	sb.WriteByte('{')
+	kept := make([]jsonobj.Member, 0, len(ms)-big)
 	for _, m := range ms {
 		if len(m.Val) >= blobMin {
 			var key string
@@ -58,15 +57,9 @@ func splitState(state []byte) (inline []byte, blobs []blob) {
 			blobs = append(blobs, blob{key: key, val: m.Val})
 			continue
 		}
-		if sb.Len() > 1 {
-			sb.WriteByte(',')
-		}
-		sb.Write(m.Key)
-		sb.WriteByte(':')
-		sb.Write(m.Val)
+		kept = append(kept, m)
 	}
-	sb.WriteByte('}')
-	return sb.Bytes(), blobs
+	return jsonobj.Join(kept, 0), blobs
 }
 
 // refsJSON encodes the addresses of blobs as state_refs.
