@@ -292,6 +292,9 @@ func (s *Store) Subjects(ctx context.Context, ds []notify.Delivery) ([]*notify.S
 		itrs[itr.ID] = a
 	}
 	out := make([]*notify.Subject, len(ds))
+	// A raise mails each of its deciders: their deliveries share one read
+	// of the task's artifacts.
+	artifacts := map[string][]graph.Artifact{}
 	for i := range ds {
 		task := tasks[ds[i].TaskID]
 		if task == nil {
@@ -306,9 +309,14 @@ func (s *Store) Subjects(ctx context.Context, ds []notify.Delivery) ([]*notify.S
 			subj.Interrupt, subj.Decision = a.itr, a.dec
 		}
 		if ch := ds[i].Channel; ch == notify.ChannelEmail || ch == notify.ChannelSlack {
-			if subj.Artifacts, err = s.Artifacts(ctx, task.ID); err != nil {
-				return nil, err
+			arts, ok := artifacts[task.ID]
+			if !ok {
+				if arts, err = s.Artifacts(ctx, task.ID); err != nil {
+					return nil, err
+				}
+				artifacts[task.ID] = arts
 			}
+			subj.Artifacts = arts
 		}
 		out[i] = subj
 	}
