@@ -97,7 +97,7 @@ func (d *desk) ended(c echo.Context, a *actLink) (string, error) {
 		}
 		for _, dec := range decs {
 			if dec.InterruptID == a.itr.ID {
-				msg := fmt.Sprintf("%s %s this %s at %s.", dec.DecidedBy, pastTense(dec.Action), kind,
+				msg := fmt.Sprintf("%s %s this %s at %s.", dec.DecidedBy, verb(dec.Action), kind,
 					dec.DecidedAt.UTC().Format("2006-01-02 15:04:05 MST"))
 				if dec.Feedback != "" {
 					msg += " Feedback: " + dec.Feedback
@@ -142,20 +142,6 @@ func stampOr(t *time.Time) string {
 		return "an unknown time"
 	}
 	return t.UTC().Format("2006-01-02 15:04:05 MST")
-}
-
-func pastTense(action string) string {
-	switch action {
-	case graph.ActionApprove:
-		return "approved"
-	case graph.ActionReject:
-		return "rejected"
-	case graph.ActionEdit:
-		return "approved with edits"
-	case graph.ActionRespond:
-		return "answered"
-	}
-	return action
 }
 
 func (d *desk) actGone(c echo.Context, a *actLink, msg string) error {
@@ -313,6 +299,6 @@ func (d *desk) actPost(c echo.Context) error {
 		d.s.wakeRunner()
 	}
 	return d.actDone(c, http.StatusOK, a, "Decided",
-		fmt.Sprintf("%s %s this %s at %s.", p.Name, pastTense(out.Decision.Action), kind,
+		fmt.Sprintf("%s %s this %s at %s.", p.Name, verb(out.Decision.Action), kind,
 			out.Decision.DecidedAt.UTC().Format("2006-01-02 15:04:05 MST")))
 }

@@ -494,6 +494,8 @@ func outcomeOf(td *taskData, dec *graph.Decision) views.Outcome {
 	return o
 }
 
+// verb is an action in the past tense, as the timeline, action links and
+// Slack say what was decided.
 func verb(action string) string {
 	switch action {
 	case graph.ActionApprove:

@@ -169,7 +169,7 @@ func (s *Server) slackDecide(ctx context.Context, slackID, itrID string) map[str
 			for _, d := range decs {
 				if d.InterruptID == itr.ID {
 					return ephemeral(fmt.Sprintf("Nothing more to decide: %s %s this %s at %s.", d.DecidedBy,
-						pastTense(d.Action), kind, d.DecidedAt.UTC().Format(time.RFC3339)))
+						verb(d.Action), kind, d.DecidedAt.UTC().Format(time.RFC3339)))
 				}
 			}
 		}
