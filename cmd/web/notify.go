@@ -33,6 +33,6 @@ func newSender(cfg config.Config, store *postgres.Store, log *slog.Logger) *noti
 	s := notify.NewSender(notify.Config{Store: store, Channels: channels, Scale: n.WebhookBackoffScale,
 		Logger: log.With("component", "notify")})
 	store.SetOutbox(postgres.Outbox{Email: channels[notify.ChannelEmail] != nil, Slack: channels[notify.ChannelSlack] != nil,
-		Audience: postgres.PolicyAudience(cfg.Auth.Policy), Wake: s.Wake})
+		Audience: postgres.PolicyAudience(cfg.Auth.Policy)}.WithSender(s))
 	return s
 }

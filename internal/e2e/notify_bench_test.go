@@ -63,7 +63,7 @@ func (s *stack) withWebhook(b *testing.B) (*hookSink, func()) {
 		sender := notify.NewSender(notify.Config{Store: s.store, Channels: map[string]notify.Channel{
 			notify.ChannelWebhook: notify.NewWebhooks(s.store, web.WebhookBody(""), true)}})
 		s.sender = sender
-		s.store.SetOutbox(postgres.Outbox{Wake: sender.Wake})
+		s.store.SetOutbox(postgres.Outbox{}.WithSender(sender))
 		sender.Start()
 		b.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -49,6 +49,11 @@ type Config struct {
 	// Lease is how long a claimed delivery is this sender's before
 	// another may take it (default 2 min: longer than any attempt).
 	Lease time.Duration
+	// HandLease is the lease of deliveries born claimed for this sender
+	// (Take; default 30 s): a crash between their commit and their
+	// attempt delays them by that much, and an attempt ends 5 s before
+	// its lease does.
+	HandLease time.Duration
 	// InFlight bounds the deliveries sent at once (default 64), and
 	// PerDestination those to one endpoint or channel (default 16).
 	InFlight       int
@@ -73,6 +78,14 @@ type Sender struct {
 	mu       sync.Mutex
 	inflight map[string]int
 	total    int
+	// handed holds deliveries taken (Take) and not yet sent for want of
+	// a slot; taken is signalled when some are.
+	handed []Delivery
+	taken  chan struct{}
+	// reclaim: a claim is owed once slots free up: the last one left due
+	// rows behind (no free slot, or a saturated destination), or an
+	// attempt failed (the timer must learn of its retry).
+	reclaim bool
 
 	// results carries finished attempts to the recorder, which writes
 	// what has gathered in one statement.
@@ -95,6 +108,9 @@ func NewSender(cfg Config) *Sender {
 	if cfg.Lease <= 0 {
 		cfg.Lease = 2 * time.Minute
 	}
+	if cfg.HandLease <= 0 {
+		cfg.HandLease = 30 * time.Second
+	}
 	if cfg.InFlight <= 0 {
 		cfg.InFlight = 64
 	}
@@ -111,7 +127,25 @@ func NewSender(cfg Config) *Sender {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Sender{cfg: cfg, log: log, wake: make(chan struct{}, 1), inflight: map[string]int{}}
+	return &Sender{cfg: cfg, log: log, wake: make(chan struct{}, 1), taken: make(chan struct{}, 1), inflight: map[string]int{}}
+}
+
+// HandLease is the lease deliveries handed to Take are born with.
+func (s *Sender) HandLease() time.Duration { return s.cfg.HandLease }
+
+// Take hands the sender deliveries that were born claimed for it (attempt
+// 1, leased for HandLease) by a commit of this replica: they are sent
+// without a claim, in batches as wake-ups are. Those still waiting for a
+// slot when half their lease is gone are left to it: any sender claims
+// them once it lapses. It never blocks.
+func (s *Sender) Take(ds []Delivery) {
+	s.mu.Lock()
+	s.handed = append(s.handed, ds...)
+	s.mu.Unlock()
+	select {
+	case s.taken <- struct{}{}:
+	default:
+	}
 }
 
 // Wake tells the sender that deliveries may be due (a local commit, a
@@ -154,6 +188,19 @@ func (s *Sender) run(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.taken:
+			// Handed deliveries need no claim, and change nothing the
+			// timer waits for.
+			s.linger(ctx)
+			s.sendHanded(ctx)
+			continue
+		case <-s.wake:
+			s.linger(ctx)
+		case <-timer.C:
+		}
 		n, full, busy, err := s.claim(ctx)
 		if ctx.Err() != nil {
 			return
@@ -181,13 +228,6 @@ func (s *Sender) run(ctx context.Context) {
 			}
 		}
 		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.wake:
-			s.linger(ctx)
-		case <-timer.C:
-		}
 	}
 }
 
@@ -231,7 +271,40 @@ func (s *Sender) claim(ctx context.Context) (n int, full bool, busy []string, er
 		s.inflight[ds[i].Destination()]++
 		s.total++
 	}
+	s.reclaim = len(ds) == free || len(busy) > 0
 	s.mu.Unlock()
+	s.send(ctx, ds)
+	return len(ds), len(ds) == free, busy, nil
+}
+
+// sendHanded sends the handed deliveries that have a slot.
+func (s *Sender) sendHanded(ctx context.Context) {
+	now := time.Now()
+	s.mu.Lock()
+	var ds []Delivery
+	keep := s.handed[:0]
+	for _, d := range s.handed {
+		dest := d.Destination()
+		switch {
+		case now.After(d.NextAt.Add(-s.cfg.HandLease / 2)):
+			// Left to its lease.
+		case s.total >= s.cfg.InFlight || s.inflight[dest] >= s.cfg.PerDestination:
+			keep = append(keep, d)
+		default:
+			s.inflight[dest]++
+			s.total++
+			ds = append(ds, d)
+		}
+	}
+	clear(s.handed[len(keep):])
+	s.handed = keep
+	s.mu.Unlock()
+	s.send(ctx, ds)
+}
+
+// send reads what ds are about, in one statement, and makes an attempt at
+// each; their slots are taken.
+func (s *Sender) send(ctx context.Context, ds []Delivery) {
 	var subjs []*Subject
 	var subjErr error
 	if len(ds) > 0 {
@@ -252,7 +325,6 @@ func (s *Sender) claim(ctx context.Context) (n int, full bool, busy []string, er
 			s.results <- Finished{Delivery: &d, Result: s.deliver(&d, subj, subjErr)}
 		}()
 	}
-	return len(ds), len(ds) == free, busy, nil
 }
 
 // record writes the results of attempts as they come, each time all that
@@ -304,7 +376,8 @@ func (s *Sender) finish(batch []Finished) {
 		}
 	}
 	s.mu.Lock()
-	wake := false
+	// Freed slots go to handed deliveries when some wait, and to a claim
+	// when one is owed.
 	for _, f := range batch {
 		dest := f.Delivery.Destination()
 		n := s.inflight[dest] - 1
@@ -314,14 +387,21 @@ func (s *Sender) finish(batch []Finished) {
 			s.inflight[dest] = n
 		}
 		s.total--
-		// A destination that was saturated takes more once half its
-		// slots are free: claims come in batches, not one per
-		// completion.
-		wake = wake || n <= s.cfg.PerDestination/2 || s.total <= s.cfg.InFlight/2
+		s.reclaim = s.reclaim || f.Result.State == StatePending
 	}
+	// A saturated sender claims once half its slots are free: claims
+	// come in batches, not one per completion.
+	wake := s.reclaim && s.total <= s.cfg.InFlight/2
+	handed := len(s.handed) > 0
 	s.mu.Unlock()
 	if wake {
 		s.Wake()
+	}
+	if handed {
+		select {
+		case s.taken <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -329,7 +409,7 @@ func (s *Sender) finish(batch []Finished) {
 // because of subjErr).
 func (s *Sender) deliver(d *Delivery, subj *Subject, subjErr error) Result {
 	// An attempt is not cut short by Stop: it ends within its lease.
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Lease-5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), min(s.cfg.Lease, s.cfg.HandLease)-5*time.Second)
 	defer cancel()
 	start := time.Now()
 	var out Outcome

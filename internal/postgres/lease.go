@@ -138,7 +138,7 @@ func (s *Store) Cancel(ctx context.Context, taskID, actor string) error {
 		return graph.ErrTaskNotFound
 	}
 	data, _ := json.Marshal(map[string]string{"cancelled_by": actor, "actor": actor})
-	var notices int32
+	var notices []notify.Delivery
 	err := s.transition(ctx, taskID, "cancel", func(q *dbsqlc.Queries) (int64, error) {
 		seq, err := q.TaskCancel(ctx, dbsqlc.TaskCancelParams{ID: id, Data: data})
 		if err != nil {

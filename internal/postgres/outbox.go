@@ -67,6 +67,22 @@ type Outbox struct {
 	// Wake is called after a commit that wrote deliveries (this replica's
 	// senders); other replicas hear of it through NOTIFY.
 	Wake func()
+	// Take, when set, is this replica's sender taking the deliveries of
+	// its commits as they are written: they are born claimed by it for
+	// Lease (attempt 1) and handed over after the commit, instead of
+	// Wake. Saved: a claim statement (which rewrites every row and its
+	// index entries) and a wait for a wake-up per burst. A crash before
+	// the attempt is recorded leaves the rows to any sender once Lease
+	// lapses.
+	Take  func([]notify.Delivery)
+	Lease time.Duration
+}
+
+// WithSender is o delivered by s, this replica's sender: woken by the
+// commits that write deliveries, and handed them born claimed.
+func (o Outbox) WithSender(s *notify.Sender) Outbox {
+	o.Wake, o.Take, o.Lease = s.Wake, s.Take, s.HandLease()
+	return o
 }
 
 // SetOutbox configures the outbox; call it before the store is used
@@ -109,6 +125,9 @@ func (s *Store) outboxParams(taskID uuid.UUID, ev *outboxEvent) dbsqlc.OutboxEnq
 		ToUsers: orNoKinds(ev.users), Kind: ev.kind, AnyDecider: true, DeciderRoles: []string{}, DeciderUsers: []string{},
 		Email: s.outbox.Email && ev.mode != "none", Slack: s.outbox.Slack && ev.event == notify.EventRaised,
 		IfDecided: ev.ifDecided}
+	if s.outbox.Take != nil && s.outbox.Lease > 0 {
+		p.BornLease = s.outbox.Lease.Seconds()
+	}
 	if ev.mode == "deciders" && s.outbox.Audience != nil {
 		a := s.outbox.Audience(ev.kind)
 		p.AnyDecider, p.Sod = a.Everyone, a.SoD
@@ -118,27 +137,61 @@ func (s *Store) outboxParams(taskID uuid.UUID, ev *outboxEvent) dbsqlc.OutboxEnq
 }
 
 // queueOutbox queues the outbox rows of ev behind the statements of the
-// event in b (one transaction); *n receives how many were written.
-func (s *Store) queueOutbox(ctx context.Context, b *pgx.Batch, taskID uuid.UUID, ev *outboxEvent, n *int32) {
+// event in b (one transaction); *out receives those written.
+func (s *Store) queueOutbox(ctx context.Context, b *pgx.Batch, taskID uuid.UUID, ev *outboxEvent, out *[]notify.Delivery) {
 	p := s.outboxParams(taskID, ev)
 	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.OutboxEnqueue(ctx, p); return err }).
-		QueryRow(func(row pgx.Row) error { return row.Scan(n) })
+		Query(func(rows pgx.Rows) error {
+			rs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[dbsqlc.Outbox])
+			*out = deliveriesFromRows(rs)
+			return err
+		})
 }
 
 // enqueueTx writes the outbox rows of ev in the caller's transaction.
-func (s *Store) enqueueTx(ctx context.Context, q *dbsqlc.Queries, taskID uuid.UUID, ev *outboxEvent) (int32, error) {
-	return q.OutboxEnqueue(ctx, s.outboxParams(taskID, ev))
+func (s *Store) enqueueTx(ctx context.Context, q *dbsqlc.Queries, taskID uuid.UUID, ev *outboxEvent) ([]notify.Delivery, error) {
+	rs, err := q.OutboxEnqueue(ctx, s.outboxParams(taskID, ev))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]notify.Delivery, len(rs))
+	for i, r := range rs {
+		out[i] = deliveryFromRow(dbsqlc.Outbox(r))
+	}
+	return out, nil
 }
 
-// outboxWritten wakes the senders after a commit that wrote n deliveries.
-func (s *Store) outboxWritten(ctx context.Context, n int32) {
-	if n <= 0 {
+// outboxWritten hands this replica's sender the deliveries a commit wrote
+// (or wakes it), and tells the other replicas.
+func (s *Store) outboxWritten(ctx context.Context, ds []notify.Delivery) {
+	if len(ds) == 0 {
 		return
 	}
+	if s.outbox.Take != nil && ds[0].Attempt > 0 {
+		s.outbox.Take(ds)
+		s.announce(ctx, note{ch: ChannelOutbox})
+		return
+	}
+	s.outboxDue(ctx)
+}
+
+// outboxDue wakes the senders of every replica: deliveries are due.
+func (s *Store) outboxDue(ctx context.Context) {
 	if s.outbox.Wake != nil {
 		s.outbox.Wake()
 	}
 	s.announce(ctx, note{ch: ChannelOutbox})
+}
+
+func deliveriesFromRows(rs []dbsqlc.Outbox) []notify.Delivery {
+	if len(rs) == 0 {
+		return nil
+	}
+	out := make([]notify.Delivery, len(rs))
+	for i, r := range rs {
+		out[i] = deliveryFromRow(r)
+	}
+	return out
 }
 
 func deliveryFromRow(r dbsqlc.Outbox) notify.Delivery {
@@ -459,7 +512,7 @@ func (s *Store) Redeliver(ctx context.Context, id string) error {
 	} else if err != nil {
 		return fmt.Errorf("redeliver %s: %w", id, err)
 	}
-	s.outboxWritten(ctx, 1)
+	s.outboxDue(ctx)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,5 +135,90 @@ func TestOutboxSubjects(t *testing.T) {
 	}
 	if got, err := store.Delivery(ctx, staleD.ID); err != nil || got.State != notify.StatePending || len(got.Attempts) != 0 {
 		t.Errorf("the lost attempt was recorded: %+v %v", got, err)
+	}
+}
+
+// TestOutboxBornClaimed: with a sender on the replica, a commit's
+// deliveries are written claimed (attempt 1, leased) and handed to it
+// after the commit: no claim takes them while the lease runs, a refused
+// decision hands nothing, and once the lease lapses any sender claims
+// them as attempt 2.
+func TestOutboxBornClaimed(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	store := postgres.NewStore(pool)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var handed []notify.Delivery
+	store.SetOutbox(postgres.Outbox{Lease: time.Second, Take: func(ds []notify.Delivery) {
+		mu.Lock()
+		defer mu.Unlock()
+		handed = append(handed, ds...)
+	}})
+	taken := func() []notify.Delivery {
+		mu.Lock()
+		defer mu.Unlock()
+		out := handed
+		handed = nil
+		return out
+	}
+	e, err := graph.NewEngine(store, []graph.Workflow{graphtest.GateCycle()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.AddEndpoint(ctx, notify.Endpoint{URL: "http://127.0.0.1:1/hook", Secret: notify.NewSecret()}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	task, err := e.Create(ctx, graph.NewTask{Workflow: "gatecycle", Options: []byte(`{"gates":{}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if out, err := e.Run(ctx, task.ID, 0); err != nil || out.Status != graph.StatusWaiting {
+		t.Fatalf("run: %+v %v", out, err)
+	}
+	_, itr, err := store.TaskWithPending(ctx, task.ID)
+	if err != nil || itr == nil {
+		t.Fatalf("pending: %v %v", itr, err)
+	}
+	ds := taken()
+	if len(ds) != 1 || ds[0].Event != notify.EventRaised || ds[0].InterruptID != itr.ID || ds[0].Attempt != 1 ||
+		ds[0].NextAt.Before(start.Add(500*time.Millisecond)) {
+		t.Fatalf("handed after the raise: %+v", ds)
+	}
+	if got, err := store.ClaimDeliveries(ctx, 100, time.Minute, nil); err != nil || len(got) != 0 {
+		t.Fatalf("claimed while born claimed: %+v %v", got, err)
+	}
+	if _, err := e.Decide(ctx, task.ID, graph.DecisionInput{InterruptID: itr.ID, Action: "approve", DecidedBy: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if ds := taken(); len(ds) != 1 || ds[0].Event != notify.EventDecided || ds[0].Attempt != 1 {
+		t.Fatalf("handed after the decision: %+v", ds)
+	}
+	// A second decision on the same interrupt is refused: nothing written,
+	// nothing handed.
+	if _, err := e.Decide(ctx, task.ID, graph.DecisionInput{InterruptID: itr.ID, Action: "approve", DecidedBy: "bob"}); err == nil {
+		t.Fatal("second decision accepted")
+	}
+	if ds := taken(); len(ds) != 0 {
+		t.Fatalf("handed after a refused decision: %+v", ds)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE attempts = 1 AND state = 'pending'`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("rows born claimed: %d %v", n, err)
+	}
+	// The sender died: once the lease lapses, any sender takes them.
+	var got []notify.Delivery
+	deadline := time.Now().Add(10 * time.Second)
+	for len(got) < 2 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		more, err := store.ClaimDeliveries(ctx, 100, time.Minute, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, more...)
+	}
+	if len(got) != 2 || got[0].Attempt != 2 || got[1].Attempt != 2 {
+		t.Fatalf("claimed after the lease: %+v", got)
 	}
 }

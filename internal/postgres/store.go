@@ -269,7 +269,7 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 	// the callbacks fill in seqs and versions.
 	var seqs []int64
 	var versions []int32
-	var notices int32
+	var notices []notify.Delivery
 	oev := commitEvent(c)
 	u := &unit{redoable: c.Redoable, queue: func(b *pgx.Batch) {
 		if t := c.Create; t != nil {
@@ -406,7 +406,7 @@ func (s *Store) Decide(ctx context.Context, d *graph.Decision, ev *graph.Event) 
 	}
 	// The decision and its notifications: one batch, one transaction.
 	var row dbsqlc.DecisionRecordRow
-	var notices int32
+	var notices []notify.Delivery
 	b := &pgx.Batch{}
 	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxGenericPlans(ctx) })
 	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.DecisionRecord(ctx, p); return err }).

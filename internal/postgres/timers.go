@@ -400,43 +400,39 @@ func (s *Store) OnTimer(f func(due time.Time)) { s.onTimer = f }
 
 // enqueueNotices writes the outbox rows of evs in tx, in one round trip
 // (and, with email, one more to find whom reminders and escalations mail).
-func (s *Store) enqueueNotices(ctx context.Context, tx pgx.Tx, evs []timerEvent, pol TimerPolicy) (int32, error) {
+func (s *Store) enqueueNotices(ctx context.Context, tx pgx.Tx, evs []timerEvent, pol TimerPolicy) ([]notify.Delivery, error) {
 	if !s.outbox.Email {
 		// Without mail, only webhooks take these (Slack takes raises
 		// only): none configured, nothing to write — a burst of 10,000
 		// expiries costs no statement per timer.
 		any, err := s.q.WithTx(tx).WebhookEndpointsExist(ctx)
 		if err != nil {
-			return 0, fmt.Errorf("outbox: %w", err)
+			return nil, fmt.Errorf("outbox: %w", err)
 		}
 		if !any {
-			return 0, nil
+			return nil, nil
 		}
 	}
 	if s.outbox.Email {
 		if err := s.mailAudiences(ctx, s.q.WithTx(tx), evs, pol); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
 	b := &pgx.Batch{}
-	counts := make([]int32, 0, len(evs))
+	written := make([][]notify.Delivery, 0, len(evs))
 	for _, e := range evs {
 		if e.notice != nil {
-			counts = append(counts, 0)
-			s.queueOutbox(ctx, b, e.task, e.notice, &counts[len(counts)-1])
+			written = append(written, nil)
+			s.queueOutbox(ctx, b, e.task, e.notice, &written[len(written)-1])
 		}
 	}
 	if b.Len() == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return 0, fmt.Errorf("outbox: %w", err)
+		return nil, fmt.Errorf("outbox: %w", err)
 	}
-	var n int32
-	for _, c := range counts {
-		n += c
-	}
-	return n, nil
+	return slices.Concat(written...), nil
 }
 
 // mailAudiences fills in whom the reminders and escalations of evs mail,

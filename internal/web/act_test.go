@@ -28,7 +28,7 @@ func (e *deskEnv) withMail(t *testing.T) *notifytest.SMTPServer {
 	mailer := email.New(e.store, email.SMTP{Host: srv.Host, Port: srv.Port}, "Gatehouse <gatehouse@example.com>", e.base)
 	s := notify.NewSender(notify.Config{Store: e.store, Channels: map[string]notify.Channel{notify.ChannelEmail: mailer},
 		Scale: 0.001, Logger: e.log})
-	e.store.SetOutbox(postgres.Outbox{Email: true, Audience: postgres.PolicyAudience(e.policy), Wake: s.Wake})
+	e.store.SetOutbox(postgres.Outbox{Email: true, Audience: postgres.PolicyAudience(e.policy)}.WithSender(s))
 	s.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -86,7 +86,7 @@ func TestSlack(t *testing.T) {
 	incoming := newSlackHook(t)
 	sender := notify.NewSender(notify.Config{Store: e.store, Channels: map[string]notify.Channel{
 		notify.ChannelSlack: notify.NewSlack(incoming.srv.URL, "https://gh.example.com")}, Scale: 0.001, Logger: e.log})
-	e.store.SetOutbox(postgres.Outbox{Slack: true, Wake: sender.Wake})
+	e.store.SetOutbox(postgres.Outbox{Slack: true}.WithSender(sender))
 	sender.Start()
 	t.Cleanup(func() { sender.Stop(context.Background()) })
 	srv := New(Deps{Engine: e.engine, Store: e.store, Hub: e.hub, Auth: e.auth, Decider: auth.NewDecider(e.engine, e.store, e.policy, e.log),

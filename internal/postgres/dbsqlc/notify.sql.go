@@ -316,7 +316,7 @@ func (q *Queries) OutboxDoneMany(ctx context.Context, arg OutboxDoneManyParams) 
 	return items, nil
 }
 
-const outboxEnqueue = `-- name: OutboxEnqueue :one
+const outboxEnqueue = `-- name: OutboxEnqueue :many
 WITH t AS (
     SELECT id, event_seq, created_by FROM tasks WHERE id = $1::uuid
     -- if_decided: only when this transaction recorded the interrupt's
@@ -324,41 +324,44 @@ WITH t AS (
     AND (NOT $2::bool OR EXISTS (
         SELECT 1 FROM decisions d
         WHERE d.interrupt_id = $3::uuid AND d.xmin = pg_current_xact_id()::xid))
+), c AS (
+    SELECT ($4::float8 > 0)::int AS attempts, now() + make_interval(secs => $4::float8) AS next_at
 ), w AS (
-    INSERT INTO outbox (event, task_id, interrupt_id, seq, channel, endpoint_id)
-    SELECT $4::text, t.id, $3::uuid, t.event_seq, 'webhook', e.id
-    FROM t, webhook_endpoints e
-    WHERE e.disabled_at IS NULL AND (e.events = '{}' OR $4::text = ANY (e.events))
-    RETURNING 1
+    INSERT INTO outbox (event, task_id, interrupt_id, seq, channel, endpoint_id, attempts, next_at)
+    SELECT $5::text, t.id, $3::uuid, t.event_seq, 'webhook', e.id, c.attempts, c.next_at
+    FROM t, c, webhook_endpoints e
+    WHERE e.disabled_at IS NULL AND (e.events = '{}' OR $5::text = ANY (e.events))
+    RETURNING id, event, task_id, interrupt_id, seq, channel, endpoint_id, recipient, state, attempts, next_at, payload, last_error, created_at, delivered_at
 ), s AS (
-    INSERT INTO outbox (event, task_id, interrupt_id, seq, channel)
-    SELECT $4::text, t.id, $3::uuid, t.event_seq, 'slack'
-    FROM t
-    WHERE $5::bool
-    RETURNING 1
+    INSERT INTO outbox (event, task_id, interrupt_id, seq, channel, attempts, next_at)
+    SELECT $5::text, t.id, $3::uuid, t.event_seq, 'slack', c.attempts, c.next_at
+    FROM t, c
+    WHERE $6::bool
+    RETURNING id, event, task_id, interrupt_id, seq, channel, endpoint_id, recipient, state, attempts, next_at, payload, last_error, created_at, delivered_at
 ), m AS (
-    INSERT INTO outbox (event, task_id, interrupt_id, seq, channel, recipient)
-    SELECT $4::text, t.id, $3::uuid, t.event_seq, 'email', u.username
-    FROM t, users u
-    WHERE $6::bool AND u.email <> '' AND NOT u.disabled
-      AND CASE $7::text
+    INSERT INTO outbox (event, task_id, interrupt_id, seq, channel, recipient, attempts, next_at)
+    SELECT $5::text, t.id, $3::uuid, t.event_seq, 'email', u.username, c.attempts, c.next_at
+    FROM t, c, users u
+    WHERE $7::bool AND u.email <> '' AND NOT u.disabled
+      AND CASE $8::text
             WHEN 'creator' THEN u.username = t.created_by
-            WHEN 'users' THEN u.username = ANY ($8::text[])
+            WHEN 'users' THEN u.username = ANY ($9::text[])
             ELSE u.role IN ('approver', 'admin')
-                 AND (u.kinds = '{}' OR $9::text = ANY (u.kinds))
-                 AND ($10::bool OR u.role = ANY ($11::text[])
-                      OR u.username = ANY ($12::text[]))
-                 AND NOT ($13::bool AND u.username = t.created_by)
+                 AND (u.kinds = '{}' OR $10::text = ANY (u.kinds))
+                 AND ($11::bool OR u.role = ANY ($12::text[])
+                      OR u.username = ANY ($13::text[]))
+                 AND NOT ($14::bool AND u.username = t.created_by)
           END
-    RETURNING 1
+    RETURNING id, event, task_id, interrupt_id, seq, channel, endpoint_id, recipient, state, attempts, next_at, payload, last_error, created_at, delivered_at
 )
-SELECT ((SELECT count(*) FROM w) + (SELECT count(*) FROM s) + (SELECT count(*) FROM m))::int
+SELECT id, event, task_id, interrupt_id, seq, channel, endpoint_id, recipient, state, attempts, next_at, payload, last_error, created_at, delivered_at FROM w UNION ALL SELECT id, event, task_id, interrupt_id, seq, channel, endpoint_id, recipient, state, attempts, next_at, payload, last_error, created_at, delivered_at FROM s UNION ALL SELECT id, event, task_id, interrupt_id, seq, channel, endpoint_id, recipient, state, attempts, next_at, payload, last_error, created_at, delivered_at FROM m
 `
 
 type OutboxEnqueueParams struct {
 	TaskID       uuid.UUID
 	IfDecided    bool
 	InterruptID  *uuid.UUID
+	BornLease    float64
 	Event        string
 	Slack        bool
 	Email        bool
@@ -371,6 +374,24 @@ type OutboxEnqueueParams struct {
 	Sod          bool
 }
 
+type OutboxEnqueueRow struct {
+	ID          uuid.UUID
+	Event       string
+	TaskID      uuid.UUID
+	InterruptID *uuid.UUID
+	Seq         int64
+	Channel     string
+	EndpointID  *uuid.UUID
+	Recipient   string
+	State       string
+	Attempts    int32
+	NextAt      time.Time
+	Payload     json.RawMessage
+	LastError   string
+	CreatedAt   time.Time
+	DeliveredAt *time.Time
+}
+
 // OutboxEnqueue writes the deliveries of one event, in the transaction
 // that commits the event: a row per webhook endpoint that takes the type,
 // one for Slack (when slack), and one per user with an email address who
@@ -379,13 +400,17 @@ type OutboxEnqueueParams struct {
 // allowed the kind; unless any_decider, only those holding one of
 // decider_roles or named in decider_users; less the task's creator under
 // sod); 'creator', the task's creator; 'users', to_users; 'none', no
-// one. seq is the
-// task's last event (the one that caused this). Returns the rows written.
-func (q *Queries) OutboxEnqueue(ctx context.Context, arg OutboxEnqueueParams) (int32, error) {
-	row := q.db.QueryRow(ctx, outboxEnqueue,
+// one. seq is the task's last event (the one that caused this).
+// born_lease > 0: the rows are born claimed (attempt 1, leased for that
+// many seconds) by the sender of the replica that commits them, which is
+// handed them after the commit: no claim statement, no wait for a poll.
+// Returns the rows written.
+func (q *Queries) OutboxEnqueue(ctx context.Context, arg OutboxEnqueueParams) ([]OutboxEnqueueRow, error) {
+	rows, err := q.db.Query(ctx, outboxEnqueue,
 		arg.TaskID,
 		arg.IfDecided,
 		arg.InterruptID,
+		arg.BornLease,
 		arg.Event,
 		arg.Slack,
 		arg.Email,
@@ -397,9 +422,38 @@ func (q *Queries) OutboxEnqueue(ctx context.Context, arg OutboxEnqueueParams) (i
 		arg.DeciderUsers,
 		arg.Sod,
 	)
-	var column_1 int32
-	err := row.Scan(&column_1)
-	return column_1, err
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OutboxEnqueueRow{}
+	for rows.Next() {
+		var i OutboxEnqueueRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Event,
+			&i.TaskID,
+			&i.InterruptID,
+			&i.Seq,
+			&i.Channel,
+			&i.EndpointID,
+			&i.Recipient,
+			&i.State,
+			&i.Attempts,
+			&i.NextAt,
+			&i.Payload,
+			&i.LastError,
+			&i.CreatedAt,
+			&i.DeliveredAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const outboxGet = `-- name: OutboxGet :one
