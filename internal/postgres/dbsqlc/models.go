@@ -42,6 +42,10 @@ type AnalyticsDeciderDay struct {
 	Hist       []int32
 }
 
+type AnalyticsDecisionQueue struct {
+	DecisionID uuid.UUID
+}
+
 type AnalyticsDelta struct {
 	Day        time.Time
 	Workflow   string
