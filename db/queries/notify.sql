@@ -55,8 +55,10 @@ SELECT * FROM webhook_endpoints WHERE id = @id;
 WITH w AS (
     DELETE FROM webhook_endpoints WHERE id = @id::uuid RETURNING id, url
 ), o AS (
-    -- no foreign key cascades (migration 00081)
-    DELETE FROM outbox WHERE endpoint_id = @id::uuid
+    -- no foreign key cascades (migrations 00081, 00086)
+    DELETE FROM outbox WHERE endpoint_id = @id::uuid RETURNING id
+), oa AS (
+    DELETE FROM outbox_attempts WHERE outbox_id IN (SELECT id FROM o)
 ), a AS (
     INSERT INTO audit_events (actor, kind, subject, data)
     SELECT @actor::text, 'webhook.removed', w.id::text, jsonb_build_object('url', w.url)

@@ -161,15 +161,17 @@ func (s *Store) enqueueTx(ctx context.Context, q *dbsqlc.Queries, taskID uuid.UU
 	return out, nil
 }
 
-// outboxWritten hands this replica's sender the deliveries a commit wrote
-// (or wakes it), and tells the other replicas.
+// outboxWritten hands this replica's sender the deliveries a commit wrote,
+// or wakes the senders of every replica.
 func (s *Store) outboxWritten(ctx context.Context, ds []notify.Delivery) {
 	if len(ds) == 0 {
 		return
 	}
 	if s.outbox.Take != nil && ds[0].Attempt > 0 {
+		// Nothing for the other replicas: these are not due before
+		// their lease lapses, which only a crash lets happen; then the
+		// senders' poll finds them.
 		s.outbox.Take(ds)
-		s.announce(ctx, note{ch: ChannelOutbox})
 		return
 	}
 	s.outboxDue(ctx)

@@ -222,3 +222,62 @@ func TestOutboxBornClaimed(t *testing.T) {
 		t.Fatalf("claimed after the lease: %+v", got)
 	}
 }
+
+// TestRemoveEndpointTakesItsLog: removing an endpoint deletes its
+// deliveries and their attempts (no foreign key cascades them), and
+// nobody else's.
+func TestRemoveEndpointTakesItsLog(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	store := postgres.NewStore(pool)
+	ctx := context.Background()
+	e, err := graph.NewEngine(store, []graph.Workflow{graphtest.GateCycle()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eps []string
+	for _, u := range []string{"http://127.0.0.1:1/a", "http://127.0.0.1:1/b"} {
+		ep, err := store.AddEndpoint(ctx, notify.Endpoint{URL: u, Secret: notify.NewSecret()}, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		eps = append(eps, ep.ID)
+	}
+	task, err := e.Create(ctx, graph.NewTask{Workflow: "gatecycle", Options: []byte(`{"gates":{}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.Run(ctx, task.ID, 0); err != nil || out.Status != graph.StatusWaiting {
+		t.Fatalf("run: %+v %v", out, err)
+	}
+	ds, err := store.ClaimDeliveries(ctx, 10, time.Minute, nil)
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("claimed %+v %v", ds, err)
+	}
+	var fs []notify.Finished
+	for i := range ds {
+		fs = append(fs, notify.Finished{Delivery: &ds[i], Result: notify.Result{State: notify.StateDelivered, StatusCode: 204}})
+	}
+	if lost, err := store.FinishDeliveries(ctx, fs); err != nil || len(lost) != 0 {
+		t.Fatalf("finish: %v %v", lost, err)
+	}
+	if err := store.RemoveEndpoint(ctx, eps[0], "admin"); err != nil {
+		t.Fatal(err)
+	}
+	count := func(q string) int {
+		var n int
+		if err := pool.QueryRow(ctx, q).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count(`SELECT count(*) FROM outbox`); n != 1 {
+		t.Errorf("%d deliveries left, want the other endpoint's 1", n)
+	}
+	if n := count(`SELECT count(*) FROM outbox_attempts a WHERE NOT EXISTS (SELECT 1 FROM outbox o WHERE o.id = a.outbox_id)`); n != 0 {
+		t.Errorf("%d attempts of removed deliveries left", n)
+	}
+	if n := count(`SELECT count(*) FROM outbox_attempts`); n != 1 {
+		t.Errorf("%d attempts left, want the other endpoint's 1", n)
+	}
+}

@@ -712,8 +712,10 @@ const webhookDelete = `-- name: WebhookDelete :one
 WITH w AS (
     DELETE FROM webhook_endpoints WHERE id = $1::uuid RETURNING id, url
 ), o AS (
-    -- no foreign key cascades (migration 00081)
-    DELETE FROM outbox WHERE endpoint_id = $1::uuid
+    -- no foreign key cascades (migrations 00081, 00086)
+    DELETE FROM outbox WHERE endpoint_id = $1::uuid RETURNING id
+), oa AS (
+    DELETE FROM outbox_attempts WHERE outbox_id IN (SELECT id FROM o)
 ), a AS (
     INSERT INTO audit_events (actor, kind, subject, data)
     SELECT $2::text, 'webhook.removed', w.id::text, jsonb_build_object('url', w.url)
