@@ -86,7 +86,7 @@ func newEvent(taskID, typ, node string, iteration int, at time.Time, dur *time.D
 	}
 	switch d := data.(type) {
 	case nil:
-		ev.Data = json.RawMessage(`{}`)
+		ev.Data = emptyData
 	case json.RawMessage:
 		ev.Data = d
 	default:
@@ -98,6 +98,11 @@ func newEvent(taskID, typ, node string, iteration int, at time.Time, dur *time.D
 	}
 	return ev
 }
+
+// emptyData is the data of an event without any: one shared value (event
+// data is never modified), not an allocation for each node.started and
+// node.completed.
+var emptyData = json.RawMessage(`{}`)
 
 // Phase names a node run: the node name for iteration 1, "name:N" after.
 func Phase(node string, iteration int) string {

@@ -42,8 +42,14 @@ const (
 // its batch failed), so the callbacks must overwrite, not append.
 type unit struct {
 	redoable bool
-	queue    func(b *pgx.Batch)
-	done     chan error
+	// settles: the unit's statements settle on their generic plans on
+	// their own (TaskCommit, TaskInsert: PostgreSQL plans them 5 times on
+	// a connection, then never again), so a batch of such units needs no
+	// TxGenericPlans, whose statement was a third of a plain commit's
+	// batch: its own bind, execute and results, in pgx and in PostgreSQL.
+	settles bool
+	queue   func(b *pgx.Batch)
+	done    chan error
 }
 
 type committer struct {
@@ -162,7 +168,12 @@ func (g *committer) send(units []*unit) {
 
 func (g *committer) exec(ctx context.Context, units []*unit) error {
 	b := &pgx.Batch{}
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxGenericPlans(ctx) })
+	for _, u := range units {
+		if !u.settles {
+			dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxGenericPlans(ctx) })
+			break
+		}
+	}
 	redoable := true
 	for _, u := range units {
 		redoable = redoable && u.redoable

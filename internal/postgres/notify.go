@@ -2,8 +2,9 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,28 +65,46 @@ func (n note) payload() string {
 	case n.ch != "":
 		return ""
 	case !n.timer.IsZero():
-		return fmt.Sprint(n.timer.UnixNano())
+		return strconv.FormatInt(n.timer.UnixNano(), 10)
 	case n.presence:
 		return n.task
 	}
 	if n.last == 0 {
 		if n.at > 0 {
-			return fmt.Sprintf("%s@%d", n.task, n.at)
+			return n.task + "@" + strconv.FormatInt(n.at, 10)
 		}
 		return n.task
 	}
-	return fmt.Sprintf("%s:%d:%d", n.task, n.first, n.last)
+	b := make([]byte, 0, len(n.task)+24)
+	b = append(b, n.task...)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, n.first, 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, n.last, 10)
+	return string(b)
 }
 
 // notifier sends announcements from one goroutine, coalescing what piles
 // up while a send is in flight. Announcements are hints: subscribers
 // catch up from the tables, so one lost in a crash costs nothing.
+//
+// Notes wait in a slice, not a channel: a channel send to the parked
+// notifier woke it (and, on an idle core, a thread with a futex call) on
+// every commit, on the committing goroutine's critical path. Now only the
+// first note of a window wakes it; the others are an append under a lock.
 type notifier struct {
 	store *Store
 	log   *slog.Logger
-	ch    chan note
+	wake  chan struct{} // capacity 1: a note is pending
 	done  chan struct{}
+
+	mu      sync.Mutex
+	pending []note
+	spare   []note // the previous batch's array, reused
 }
+
+// maxNotes bounds one NotifyMany: a longer backlog goes in several.
+const maxNotes = 1000
 
 // StartNotifier sends this Store's announcements from a background
 // goroutine until ctx ends, instead of one extra round trip after each
@@ -94,51 +113,73 @@ func (s *Store) StartNotifier(ctx context.Context, log *slog.Logger) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	n := &notifier{store: s, log: log, ch: make(chan note, 4096), done: make(chan struct{})}
+	n := &notifier{store: s, log: log, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	s.notifier = n
 	go n.run(ctx)
 }
 
+// add queues notes; the first of a window wakes the notifier.
+func (n *notifier) add(notes []note) {
+	n.mu.Lock()
+	first := len(n.pending) == 0
+	n.pending = append(n.pending, notes...)
+	n.mu.Unlock()
+	if first {
+		select {
+		case n.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// take returns what is pending and leaves an empty queue.
+func (n *notifier) take() []note {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	batch := n.pending
+	n.pending = n.spare[:0]
+	n.spare = nil
+	return batch
+}
+
 func (n *notifier) run(ctx context.Context) {
 	defer close(n.done)
+	window := time.NewTimer(notifyWindow)
+	window.Stop()
 	for {
-		var batch []note
 		select {
 		case <-ctx.Done():
 			// Send what is queued, then stop.
-			for {
-				select {
-				case x := <-n.ch:
-					batch = append(batch, x)
-					continue
-				default:
-				}
-				break
-			}
-			if len(batch) > 0 {
-				n.send(context.WithoutCancel(ctx), batch)
-			}
+			n.flush(context.WithoutCancel(ctx))
 			return
-		case x := <-n.ch:
-			batch = append(batch, x)
+		case <-n.wake:
 		}
 		// Gather what arrives within a short window: one transaction then
 		// announces many commits, and a task's consecutive ranges merge.
-		window := time.NewTimer(notifyWindow)
-	fill:
-		for len(batch) < 1000 {
-			select {
-			case x := <-n.ch:
-				batch = append(batch, x)
-			case <-window.C:
-				break fill
-			case <-ctx.Done():
-				break fill
-			}
+		window.Reset(notifyWindow)
+		select {
+		case <-window.C:
+		case <-ctx.Done():
+			window.Stop()
 		}
-		window.Stop()
-		n.send(context.WithoutCancel(ctx), batch)
+		n.flush(context.WithoutCancel(ctx))
 	}
+}
+
+// flush sends what is pending.
+func (n *notifier) flush(ctx context.Context) {
+	batch := n.take()
+	for rest := batch; len(rest) > 0; {
+		k := min(len(rest), maxNotes)
+		n.send(ctx, rest[:k])
+		rest = rest[k:]
+	}
+	clear(batch) // drop the task ids it holds
+	n.mu.Lock()
+	if n.spare == nil && cap(batch) <= 4*maxNotes {
+		n.spare = batch[:0]
+	}
+	n.mu.Unlock()
 }
 
 func (n *notifier) send(ctx context.Context, batch []note) {
@@ -151,9 +192,9 @@ func (n *notifier) send(ctx context.Context, batch []note) {
 // runnable notes, keeping the order of first appearance.
 func coalesce(batch []note) []note {
 	out := make([]note, 0, len(batch))
-	idx := map[string]int{}
+	idx := make(map[noteKey]int, len(batch))
 	for _, x := range batch {
-		key := x.channel() + x.task
+		key := noteKey{x.channel(), x.task}
 		if i, ok := idx[key]; ok {
 			if !x.timer.IsZero() {
 				if x.timer.Before(out[i].timer) {
@@ -185,18 +226,17 @@ func coalesce(batch []note) []note {
 	return out
 }
 
+type noteKey struct{ ch, task string }
+
 // announce hands notes to the notifier, or sends them now when none runs.
 func (s *Store) announce(ctx context.Context, notes ...note) {
 	if n := s.notifier; n != nil {
-		for _, x := range notes {
-			select {
-			case n.ch <- x:
-			case <-n.done:
-				return
-			case <-ctx.Done():
-				return
-			}
+		select {
+		case <-n.done:
+			return
+		default:
 		}
+		n.add(notes)
 		return
 	}
 	if err := s.sendNotes(context.WithoutCancel(ctx), notes); err != nil {

@@ -7,7 +7,11 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/graph/graphtest"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
 )
@@ -110,5 +114,46 @@ FROM tasks WHERE status = 'waiting';`); err != nil {
 	}
 	if _, err := conn.Exec(ctx, "RESET plan_cache_mode"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Plain node commits (events and a checkpoint, nothing else) are sent
+// without TxGenericPlans: TaskCommit settles on its generic plan by
+// itself. Were it planned afresh on every execution, as ArtifactInsertMany
+// once was, custom_plans would grow with the commits.
+func TestPlainCommitsSettleOnGenericPlans(t *testing.T) {
+	pc, err := pgxpool.ParseConfig(pgtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.MaxConns = 1 // every statement prepared and planned on this one
+	postgres.ConfigurePool(pc)
+	ctx := context.Background()
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	e, err := graph.NewEngine(postgres.NewStore(pool), []graph.Workflow{graphtest.Linear(10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		task, err := e.Create(ctx, graph.NewTask{Workflow: "linear"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := e.Run(ctx, task.ID, 0); err != nil || out.Status != graph.StatusSucceeded {
+			t.Fatalf("%+v %v", out, err)
+		}
+	}
+	var generic, custom int64
+	if err := pool.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements
+		WHERE statement LIKE '-- name: TaskCommit %'`).Scan(&generic, &custom); err != nil {
+		t.Fatal(err)
+	}
+	// 44 commits: PostgreSQL plans the first 5 for their parameters.
+	if custom > 5 || generic < 30 {
+		t.Fatalf("TaskCommit: %d custom and %d generic plans in 44 executions, want at most 5 custom", custom, generic)
 	}
 }

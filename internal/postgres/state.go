@@ -23,6 +23,9 @@ import (
 // field costs less inline than a blob row and its index entry.
 const blobMin = 2048
 
+// emptyRefs is state_refs without large fields: shared, never modified.
+var emptyRefs = []byte(`{}`)
+
 // blob is one large field of a state.
 type blob struct {
 	key  string // decoded
@@ -276,7 +279,7 @@ func (s *Store) prepareState(task string, fence int64, state []byte, fields []gr
 		}
 	}
 	if len(all) == 0 {
-		return inline, []byte("{}"), nil, nil, nil
+		return inline, emptyRefs, nil, nil, nil
 	}
 	for i := range all {
 		if b, ok := s.blobs.known(task, fence, all[i].key, all[i].val); ok {
