@@ -66,7 +66,11 @@ type Config struct {
 	// takes a batch instead of one row a commit, and the results of a
 	// batch are recorded in one statement.
 	Linger time.Duration
-	Logger *slog.Logger
+	// RecordLinger is how long the attempts that finished wait for more
+	// before they are recorded, in one statement (default 50 ms;
+	// negative: not at all). Their slots are free at once.
+	RecordLinger time.Duration
+	Logger       *slog.Logger
 }
 
 // Sender delivers the outbox.
@@ -122,6 +126,9 @@ func NewSender(cfg Config) *Sender {
 	}
 	if cfg.Linger == 0 {
 		cfg.Linger = 20 * time.Millisecond
+	}
+	if cfg.RecordLinger == 0 {
+		cfg.RecordLinger = 50 * time.Millisecond
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -332,8 +339,13 @@ func (s *Sender) send(ctx context.Context, ds []Delivery) {
 func (s *Sender) record() {
 	const most = 256
 	batch := make([]Finished, 0, most)
+	// Go 1.23 timers: Reset after Stop or a fire leaves no stale tick.
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
 	for f := range s.results {
+		s.release(&f)
 		batch = append(batch[:0], f)
+		linger.Reset(max(s.cfg.RecordLinger, 0))
 	gather:
 		for len(batch) < most {
 			select {
@@ -341,12 +353,55 @@ func (s *Sender) record() {
 				if !ok {
 					break gather
 				}
+				s.release(&f)
 				batch = append(batch, f)
+				continue
 			default:
+			}
+			if s.cfg.RecordLinger <= 0 {
+				break
+			}
+			select {
+			case f, ok := <-s.results:
+				if !ok {
+					break gather
+				}
+				s.release(&f)
+				batch = append(batch, f)
+			case <-linger.C:
 				break gather
 			}
 		}
+		linger.Stop()
 		s.finish(batch)
+	}
+}
+
+// release frees the slot of a finished attempt, for a handed delivery
+// that waits for one, or for a claim when the last one left rows behind:
+// once half the slots of the destination, or of the sender, are free
+// (claims come in batches, not one per completion).
+func (s *Sender) release(f *Finished) {
+	dest := f.Delivery.Destination()
+	s.mu.Lock()
+	n := s.inflight[dest] - 1
+	if n <= 0 {
+		delete(s.inflight, dest)
+	} else {
+		s.inflight[dest] = n
+	}
+	s.total--
+	wake := s.reclaim && (n <= s.cfg.PerDestination/2 || s.total <= s.cfg.InFlight/2)
+	handed := len(s.handed) > 0
+	s.mu.Unlock()
+	if wake {
+		s.Wake()
+	}
+	if handed {
+		select {
+		case s.taken <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -375,32 +430,12 @@ func (s *Sender) finish(batch []Finished) {
 				"state", r.State, "status", r.StatusCode, "error", r.Error)
 		}
 	}
-	s.mu.Lock()
-	// Freed slots go to handed deliveries when some wait, and to a claim
-	// when one is owed.
+	// An attempt to be retried, now on record: the loop's timer must
+	// learn when.
 	for _, f := range batch {
-		dest := f.Delivery.Destination()
-		n := s.inflight[dest] - 1
-		if n <= 0 {
-			delete(s.inflight, dest)
-		} else {
-			s.inflight[dest] = n
-		}
-		s.total--
-		s.reclaim = s.reclaim || f.Result.State == StatePending
-	}
-	// A saturated sender claims once half its slots are free: claims
-	// come in batches, not one per completion.
-	wake := s.reclaim && s.total <= s.cfg.InFlight/2
-	handed := len(s.handed) > 0
-	s.mu.Unlock()
-	if wake {
-		s.Wake()
-	}
-	if handed {
-		select {
-		case s.taken <- struct{}{}:
-		default:
+		if f.Result.State == StatePending {
+			s.Wake()
+			break
 		}
 	}
 }
