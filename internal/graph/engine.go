@@ -183,6 +183,12 @@ func (e *Engine) RunUntil(ctx context.Context, taskID string, fence int64, drain
 	if err != nil {
 		return Outcome{}, err
 	}
+	return e.RunFrom(ctx, snap, fence, drain)
+}
+
+// RunFrom is RunUntil from snap, the task as the caller read it under the
+// lease fence (Lease.Snapshot), instead of a load of its own.
+func (e *Engine) RunFrom(ctx context.Context, snap *Snapshot, fence int64, drain <-chan struct{}) (Outcome, error) {
 	w, err := e.Workflow(snap.Task.Workflow)
 	if err != nil {
 		return Outcome{}, err

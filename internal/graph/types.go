@@ -281,6 +281,12 @@ type Lease struct {
 	// Fence is set by Decide to the fence the lease carries; it stays 0
 	// when the task was queued instead (it was not waiting).
 	Fence int64
+	// Snapshot, when the checkpointer sets it with Fence, is the task as
+	// the decision left it, read in the decision's own transaction (as
+	// FieldCheckpointer.LoadRun reads it, when the checkpointer is one):
+	// the run starts from it (Engine.RunFrom) without loading the task
+	// again. Under the lease nothing else writes the task.
+	Snapshot *Snapshot
 }
 
 // Snapshot is everything Run needs to resume a task.

@@ -112,12 +112,19 @@ func (s *Store) load(ctx context.Context, taskID string, apart bool) (*graph.Sna
 	if err != nil {
 		return nil, fmt.Errorf("load task %s: %w", taskID, err)
 	}
+	return s.snapshot(taskID, held, row, apart)
+}
+
+// snapshot makes a TaskSnapshot row a Snapshot; held are the blob values
+// the cache held when the query was made (its have).
+func (s *Store) snapshot(taskID string, held []blob, row dbsqlc.TaskSnapshotRow, apart bool) (*graph.Snapshot, error) {
 	blobs, ok := loadedBlobs(held, row.StateRefs, row.BlobKeys, row.BlobValues)
 	if !ok {
 		return nil, &graph.StateError{TaskID: taskID, Err: fmt.Errorf("state_refs %.200s: unreadable", row.StateRefs)}
 	}
 	var state json.RawMessage
 	var fields []graph.StateField
+	var err error
 	if apart {
 		state, fields, err = apartState(row.State, row.StateRefs, blobs)
 	} else {
@@ -447,6 +454,30 @@ func (s *Store) Decide(ctx context.Context, d *graph.Decision, ev *graph.Event) 
 			return r.Scan(&row.ID, &row.DecidedAt, &row.Seq, &row.LeaseFence, &row.Leased, &row.PayloadSha256)
 		})
 	s.queueOutbox(ctx, b, tid, &outboxEvent{event: notify.EventDecided, interruptID: &iid, mode: "none", ifDecided: true}, &notices)
+	// A task leased to a worker here: the worker's load rides in the
+	// decision's transaction, after the decision (it reads what the
+	// decision wrote), instead of a round trip of its own once the
+	// decision is committed. Nothing else writes the task under the lease.
+	var snapRow dbsqlc.TaskSnapshotRow
+	var held []blob
+	snapped := false
+	if d.Lease != nil {
+		var have [][]byte
+		held, have = s.blobs.held(d.TaskID)
+		sp := dbsqlc.TaskSnapshotParams{ID: tid, Have: have}
+		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.TaskSnapshot(ctx, sp); return err }).
+			QueryRow(func(r pgx.Row) error {
+				var err error
+				if snapRow, err = dbsqlc.FromRow(r).TaskSnapshot(ctx, sp); err == nil {
+					snapped = true
+				}
+				// No row: the decision's own error says why.
+				if errors.Is(err, pgx.ErrNoRows) {
+					err = nil
+				}
+				return err
+			})
+	}
 	err := s.pool.SendBatch(ctx, b).Close()
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Nothing written: say why.
@@ -480,6 +511,13 @@ func (s *Store) Decide(ctx context.Context, d *graph.Decision, ev *graph.Event) 
 	if row.Leased && d.Lease != nil {
 		// Leased to a worker of this replica: no one else need look.
 		d.Lease.Fence = row.LeaseFence
+		if snapped && snapRow.LeaseFence == row.LeaseFence {
+			// A snapshot that cannot be read is left to the run's own
+			// load, which fails the task as it always has.
+			if snap, serr := s.snapshot(d.TaskID, held, snapRow, true); serr == nil {
+				d.Lease.Snapshot = snap
+			}
+		}
 		s.announce(ctx, note{task: d.TaskID, first: seq, last: seq})
 	} else {
 		s.announce(ctx, note{task: d.TaskID, first: seq, last: seq}, note{task: d.TaskID, at: seq})

@@ -28,6 +28,7 @@ type Store interface {
 // Engine is what the runner needs of the engine.
 type Engine interface {
 	RunUntil(ctx context.Context, taskID string, fence int64, drain <-chan struct{}) (graph.Outcome, error)
+	RunFrom(ctx context.Context, snap *graph.Snapshot, fence int64, drain <-chan struct{}) (graph.Outcome, error)
 	Fail(ctx context.Context, taskID string, fence int64, cause error) error
 }
 
@@ -158,7 +159,7 @@ func (r *Runner) adopt(lease *graph.Lease, taskID string) {
 		}
 		return
 	}
-	r.startLocked(c)
+	r.startLocked(c, lease.Snapshot)
 	r.mu.Unlock()
 }
 
@@ -282,15 +283,17 @@ func (r *Runner) claim() (more, full bool) {
 	}
 	for _, c := range claims {
 		r.mu.Lock()
-		r.startLocked(c)
+		r.startLocked(c, nil)
 		r.mu.Unlock()
 	}
 	return len(claims) == free, false
 }
 
 // startLocked runs c in a worker of its own; r.mu is held. Every run,
-// claimed or handed over, starts here.
-func (r *Runner) startLocked(c postgres.Claim) {
+// claimed or handed over, starts here; snap, when set, is the task as its
+// lease was taken (a handover's Lease.Snapshot), and the run starts from
+// it instead of loading the task.
+func (r *Runner) startLocked(c postgres.Claim, snap *graph.Snapshot) {
 	r.inflight[c.TaskID] = c
 	r.executed++
 	if c.Seq > 0 {
@@ -300,10 +303,10 @@ func (r *Runner) startLocked(c postgres.Claim) {
 		r.claimedAt[c.TaskID] = c.Seq
 	}
 	r.wg.Add(1)
-	go r.execute(c)
+	go r.execute(c, snap)
 }
 
-func (r *Runner) execute(c postgres.Claim) {
+func (r *Runner) execute(c postgres.Claim, snap *graph.Snapshot) {
 	defer r.wg.Done()
 	defer func() {
 		r.mu.Lock()
@@ -324,7 +327,13 @@ func (r *Runner) execute(c postgres.Claim) {
 	}()
 	log := r.log.With("task", c.TaskID, "fence", c.Fence)
 	start := time.Now()
-	out, err := r.engine.RunUntil(ctx, c.TaskID, c.Fence, r.drain)
+	var out graph.Outcome
+	var err error
+	if snap != nil && snap.Task.ID == c.TaskID {
+		out, err = r.engine.RunFrom(ctx, snap, c.Fence, r.drain)
+	} else {
+		out, err = r.engine.RunUntil(ctx, c.TaskID, c.Fence, r.drain)
+	}
 	cancel()
 	<-hbDone
 	leaseLost := false

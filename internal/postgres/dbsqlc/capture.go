@@ -50,3 +50,20 @@ func Queue(b *pgx.Batch, call func(q *Queries) error) *pgx.QueuedQuery {
 	}
 	return b.Queue(c.sql, c.args...)
 }
+
+// FromRow returns Queries whose QueryRow answers with row, a row already
+// read (a batch's): a generated :one method then scans it in its own
+// column order, so a batch's result needs no hand-kept copy of the scan.
+func FromRow(row pgx.Row) *Queries { return New(rowDB{row}) }
+
+type rowDB struct{ row pgx.Row }
+
+var errRowOnly = errors.New("dbsqlc: FromRow answers QueryRow only")
+
+func (rowDB) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, errRowOnly
+}
+
+func (rowDB) Query(context.Context, string, ...any) (pgx.Rows, error) { return nil, errRowOnly }
+
+func (r rowDB) QueryRow(context.Context, string, ...any) pgx.Row { return r.row }
