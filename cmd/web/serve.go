@@ -212,8 +212,10 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	if cfg.Workers > 0 {
 		run.Stop(grace)
 	}
-	sender.Stop(grace)
+	// The keeper's last firings may write deliveries: the sender sends
+	// them, or hands them back to the other replicas.
 	keeper.Stop()
+	sender.Stop(grace)
 	stopHub()
 	<-hubDone
 	log.Info("stopped")

@@ -182,6 +182,15 @@ WITH r AS (
     SELECT o.id, o.attempt, o.duration_ms, o.status_code, o.state = 'delivered', o.error FROM o
 )
 SELECT o.id FROM o;
+-- OutboxRelease hands back claimed deliveries that were not attempted
+-- (their sender stopped first): due now, their attempt not counted. A row
+-- whose attempt number moved on is another sender's, and left alone.
+-- name: OutboxRelease :execrows
+UPDATE outbox o
+SET attempts = o.attempts - 1, next_at = now()
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@attempts::int[]) AS attempt) r
+WHERE o.id = r.id AND o.attempts = r.attempt AND o.state = 'pending';
+
 -- name: OutboxRedeliver :one
 UPDATE outbox SET state = 'pending', next_at = now(), delivered_at = NULL
 WHERE id = @id::uuid

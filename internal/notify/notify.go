@@ -141,6 +141,9 @@ type Store interface {
 	// their deliveries were claimed again by another sender (their claim
 	// lapsed).
 	FinishDeliveries(ctx context.Context, fs []Finished) (lost []string, err error)
+	// ReleaseDeliveries hands back claimed deliveries that were not
+	// attempted: due at once, for any sender, their attempt not counted.
+	ReleaseDeliveries(ctx context.Context, ds []Delivery) error
 	// NextDue is when the earliest pending delivery to a destination not
 	// in busy is due (false: none).
 	NextDue(ctx context.Context, busy []string) (time.Time, bool, error)

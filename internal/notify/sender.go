@@ -86,6 +86,8 @@ type Sender struct {
 	// a slot; taken is signalled when some are.
 	handed []Delivery
 	taken  chan struct{}
+	// closed: Stop began; what is handed now is handed back.
+	closed bool
 	// reclaim: a claim is owed once slots free up: the last one left due
 	// rows behind (no free slot, or a saturated destination), or an
 	// attempt failed (the timer must learn of its retry).
@@ -147,6 +149,11 @@ func (s *Sender) HandLease() time.Duration { return s.cfg.HandLease }
 // them once it lapses. It never blocks.
 func (s *Sender) Take(ds []Delivery) {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.handBack(ds)
+		return
+	}
 	s.handed = append(s.handed, ds...)
 	s.mu.Unlock()
 	select {
@@ -175,9 +182,17 @@ func (s *Sender) Start() {
 	go func() { defer close(s.loop); s.run(ctx) }()
 }
 
-// Stop stops claiming, and waits for the deliveries in flight until ctx
-// ends; those still unfinished are taken again after their lease.
+// Stop stops claiming, hands back the deliveries handed to it and not yet
+// sent (and those handed from now on), and waits for the deliveries in
+// flight until ctx ends; those still unfinished are taken again after
+// their lease.
 func (s *Sender) Stop(ctx context.Context) {
+	s.mu.Lock()
+	s.closed = true
+	left := s.handed
+	s.handed = nil
+	s.mu.Unlock()
+	s.handBack(left)
 	if s.cancel == nil {
 		return
 	}
@@ -282,6 +297,19 @@ func (s *Sender) claim(ctx context.Context) (n int, full bool, busy []string, er
 	s.mu.Unlock()
 	s.send(ctx, ds)
 	return len(ds), len(ds) == free, busy, nil
+}
+
+// handBack makes ds due for any sender, at once rather than when their
+// lease lapses.
+func (s *Sender) handBack(ds []Delivery) {
+	if len(ds) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.cfg.Store.ReleaseDeliveries(ctx, ds); err != nil {
+		s.log.Warn("handing back deliveries", "deliveries", len(ds), "error", err)
+	}
 }
 
 // sendHanded sends the handed deliveries that have a slot.

@@ -88,3 +88,46 @@ func TestSenderSendsHandedBurst(t *testing.T) {
 		t.Fatalf("%d delivered, %d on their first attempt; want %d each", delivered, first, tasks)
 	}
 }
+
+// TestSenderHandsBackOnStop: deliveries handed to a sender that stops
+// before sending them (or after it stopped) are handed back: due at once
+// for any sender, on their first attempt still, not held for their lease.
+func TestSenderHandsBackOnStop(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	store := postgres.NewStore(pool)
+	ctx := context.Background()
+	if _, err := store.AddEndpoint(ctx, notify.Endpoint{URL: "http://127.0.0.1:1/hook", Secret: notify.NewSecret()}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	// Never started: what it is handed waits, as it would for a slot.
+	sender := notify.NewSender(notify.Config{Store: store, HandLease: time.Hour,
+		Channels: map[string]notify.Channel{notify.ChannelWebhook: notify.NewWebhooks(store, nil, true)}})
+	store.SetOutbox(postgres.Outbox{}.WithSender(sender))
+	e, err := graph.NewEngine(store, []graph.Workflow{graphtest.GateCycle()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raise := func() {
+		task, err := e.Create(ctx, graph.NewTask{Workflow: "gatecycle", Options: []byte(`{"gates":{}}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := e.Run(ctx, task.ID, 0); err != nil || out.Status != graph.StatusWaiting {
+			t.Fatalf("run: %+v %v", out, err)
+		}
+	}
+	raise()
+	if ds, err := store.ClaimDeliveries(ctx, 10, time.Minute, nil); err != nil || len(ds) != 0 {
+		t.Fatalf("claimed while handed: %+v %v", ds, err)
+	}
+	sender.Stop(ctx)
+	raise() // handed to a stopped sender
+	ds, err := store.ClaimDeliveries(ctx, 10, time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 2 || ds[0].Attempt != 1 || ds[1].Attempt != 1 {
+		t.Fatalf("after the stop, claimed %+v; want both, on their first attempt", ds)
+	}
+}

@@ -289,6 +289,26 @@ func (s *Store) FinishDeliveries(ctx context.Context, fs []notify.Finished) ([]s
 	return lost, nil
 }
 
+// ReleaseDeliveries implements notify.Store; the senders of every replica
+// are woken.
+func (s *Store) ReleaseDeliveries(ctx context.Context, ds []notify.Delivery) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	p := dbsqlc.OutboxReleaseParams{Ids: make([]uuid.UUID, 0, len(ds)), Attempts: make([]int32, 0, len(ds))}
+	for _, d := range ds {
+		if id, ok := parseID(d.ID); ok {
+			p.Ids = append(p.Ids, id)
+			p.Attempts = append(p.Attempts, int32(d.Attempt))
+		}
+	}
+	if _, err := s.q.OutboxRelease(ctx, p); err != nil {
+		return fmt.Errorf("release %d deliveries: %w", len(p.Ids), err)
+	}
+	s.announce(ctx, note{ch: ChannelOutbox})
+	return nil
+}
+
 // NextDue implements notify.Store.
 func (s *Store) NextDue(ctx context.Context, busy []string) (time.Time, bool, error) {
 	if busy == nil {

@@ -510,6 +510,29 @@ func (q *Queries) OutboxRedeliver(ctx context.Context, id uuid.UUID) (uuid.UUID,
 	return id_2, err
 }
 
+const outboxRelease = `-- name: OutboxRelease :execrows
+UPDATE outbox o
+SET attempts = o.attempts - 1, next_at = now()
+FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::int[]) AS attempt) r
+WHERE o.id = r.id AND o.attempts = r.attempt AND o.state = 'pending'
+`
+
+type OutboxReleaseParams struct {
+	Ids      []uuid.UUID
+	Attempts []int32
+}
+
+// OutboxRelease hands back claimed deliveries that were not attempted
+// (their sender stopped first): due now, their attempt not counted. A row
+// whose attempt number moved on is another sender's, and left alone.
+func (q *Queries) OutboxRelease(ctx context.Context, arg OutboxReleaseParams) (int64, error) {
+	result, err := q.db.Exec(ctx, outboxRelease, arg.Ids, arg.Attempts)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const outboxSubjects = `-- name: OutboxSubjects :many
 WITH batch_interrupts AS MATERIALIZED (
     SELECT id, task_id, node, kind, iteration, payload, status, created_at, resolved_at, deadline_at, overdue, escalation_level, claimed_by, claim_expires_at, payload_sha256 FROM interrupts WHERE id = ANY ($2::uuid[])
