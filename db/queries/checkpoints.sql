@@ -24,6 +24,24 @@ LEFT JOIN interrupts i ON i.id = c.pending_interrupt_id
 LEFT JOIN decisions d ON d.interrupt_id = c.pending_interrupt_id
 WHERE t.id = @id;
 
+-- TaskRunState is TaskSnapshot without the interrupt and the decision:
+-- what a decision that leased the task reads in its own transaction, the
+-- rest coming from DecisionRecord's row (a join on interrupts and decisions
+-- by the checkpoint's pending id, on a plan cached while they were small,
+-- scanned them whole).
+-- name: TaskRunState :one
+SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error,
+       t.created_by, t.created_at, t.updated_at, t.completed_at, t.lease_fence,
+       c.state, c.last_node_id, c.step, c.next_node_id, c.iterations, c.answers, c.pending_interrupt_id,
+       c.updated_at AS checkpoint_updated_at, c.state_refs, sb.keys AS blob_keys, sb.vals AS blob_values
+FROM tasks t
+JOIN workflow_checkpoints c ON c.task_id = t.id
+LEFT JOIN LATERAL (SELECT array_agg(r.key ORDER BY r.key)::text[] AS keys,
+                          array_agg(CASE WHEN b.hash = ANY(@have::bytea[]) THEN '' ELSE b.value END ORDER BY r.key)::text[] AS vals
+                   FROM jsonb_each_text(c.state_refs) r
+                   JOIN state_blobs b ON b.task_id = c.task_id AND b.hash = decode(r.value, 'hex')) sb ON true
+WHERE t.id = @id;
+
 -- name: CheckpointHistoryList :many
 SELECT task_id, step, reason, last_node_id, next_node_id, created_at
 FROM checkpoint_history

@@ -7,7 +7,9 @@ SELECT * FROM decisions WHERE task_id = @task_id ORDER BY decided_at, id;
 -- the task's); nothing was written. With a lease_owner, a waiting task is
 -- leased to it at once (running, the fence moved on as by a claim)
 -- instead of queued: the replica that took the decision runs the task
--- without a claim of its own.
+-- without a claim of its own, and the row carries what its run needs of
+-- the interrupt and the decision (i_*, d_value; the payload only then):
+-- the run's snapshot (TaskRunState) need not read them again.
 -- name: DecisionRecord :one
 WITH i AS (
     UPDATE interrupts SET status = 'resolved', resolved_at = now(), claimed_by = NULL, claim_expires_at = NULL
@@ -16,13 +18,14 @@ WITH i AS (
       AND (claimed_by IS NULL OR claim_expires_at <= now() OR claimed_by = @decided_by::text)
       -- the decider saw what is decided on, when they say what they saw
       AND (@payload_sha256::text = '' OR payload_sha256 = '' OR payload_sha256 = @payload_sha256::text)
-    RETURNING id, resolved_at, payload_sha256
+    RETURNING id, resolved_at, payload_sha256, node, kind, iteration, created_at,
+              (CASE WHEN sqlc.arg(lease_owner)::text <> '' THEN payload END)::jsonb AS payload
 ), d AS (
     INSERT INTO decisions (interrupt_id, task_id, action, feedback, value, decided_by, decided_at, payload_sha256)
     SELECT i.id, @task_id::uuid, @action::text, @feedback::text, sqlc.narg(value)::jsonb, @decided_by::text, i.resolved_at,
            i.payload_sha256
     FROM i
-    RETURNING id, decided_at
+    RETURNING id, decided_at, value
 ), t AS (
     -- In SET, tasks.status is the status before this update.
     UPDATE tasks
@@ -48,4 +51,7 @@ WITH i AS (
     FROM t
     RETURNING seq
 )
-SELECT d.id, d.decided_at, e.seq, t.lease_fence, (t.status = 'running')::bool AS leased, i.payload_sha256 FROM d, e, t, i;
+SELECT d.id, d.decided_at, e.seq, t.lease_fence, (t.status = 'running')::bool AS leased, i.payload_sha256,
+       i.node AS i_node, i.kind AS i_kind, i.iteration AS i_iteration, i.created_at AS i_created_at,
+       i.payload AS i_payload, d.value AS d_value
+FROM d, e, t, i;

@@ -126,8 +126,9 @@ func TestDecisionLeaseCarriesTheSnapshot(t *testing.T) {
 		t.Fatalf("%d blobs (%v): the document is not stored apart, the test proves less", blobs, err)
 	}
 	lease := &graph.Lease{Owner: "replica-a", TTL: time.Minute}
+	// A value as a client may send it: the snapshot holds it as stored.
 	if _, err := e.Decide(ctx, task.ID, graph.DecisionInput{InterruptID: itr.ID, Action: "approve", DecidedBy: "ann",
-		Lease: lease}); err != nil {
+		Feedback: " fine ", Value: json.RawMessage(`{"b":1,  "a":[2]}`), Lease: lease}); err != nil {
 		t.Fatal(err)
 	}
 	if lease.Fence == 0 || lease.Snapshot == nil {
@@ -149,7 +150,8 @@ func TestDecisionLeaseCarriesTheSnapshot(t *testing.T) {
 	if !reflect.DeepEqual(got.Interrupt, want.Interrupt) || got.Interrupt.Status != graph.InterruptResolved {
 		t.Errorf("interrupt:\n got %+v\nwant %+v", got.Interrupt, want.Interrupt)
 	}
-	if !reflect.DeepEqual(got.Decision, want.Decision) || got.Decision == nil || got.Decision.DecidedBy != "ann" {
+	if !reflect.DeepEqual(got.Decision, want.Decision) || got.Decision == nil || got.Decision.DecidedBy != "ann" ||
+		got.Decision.Feedback != "fine" || string(got.Decision.Value) != `{"a": [2], "b": 1}` {
 		t.Errorf("decision:\n got %+v\nwant %+v", got.Decision, want.Decision)
 	}
 	// The run from it goes on past the gate and keeps the document.

@@ -451,24 +451,27 @@ func (s *Store) Decide(ctx context.Context, d *graph.Decision, ev *graph.Event) 
 	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxGenericPlans(ctx) })
 	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.DecisionRecord(ctx, p); return err }).
 		QueryRow(func(r pgx.Row) error {
-			return r.Scan(&row.ID, &row.DecidedAt, &row.Seq, &row.LeaseFence, &row.Leased, &row.PayloadSha256)
+			var err error
+			row, err = dbsqlc.FromRow(r).DecisionRecord(ctx, p)
+			return err
 		})
 	s.queueOutbox(ctx, b, tid, &outboxEvent{event: notify.EventDecided, interruptID: &iid, mode: "none", ifDecided: true}, &notices)
 	// A task leased to a worker here: the worker's load rides in the
 	// decision's transaction, after the decision (it reads what the
 	// decision wrote), instead of a round trip of its own once the
 	// decision is committed. Nothing else writes the task under the lease.
-	var snapRow dbsqlc.TaskSnapshotRow
+	// The interrupt and the decision come with DecisionRecord's row.
+	var runRow dbsqlc.TaskRunStateRow
 	var held []blob
 	snapped := false
 	if d.Lease != nil {
 		var have [][]byte
 		held, have = s.blobs.held(d.TaskID)
-		sp := dbsqlc.TaskSnapshotParams{ID: tid, Have: have}
-		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.TaskSnapshot(ctx, sp); return err }).
+		sp := dbsqlc.TaskRunStateParams{ID: tid, Have: have}
+		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.TaskRunState(ctx, sp); return err }).
 			QueryRow(func(r pgx.Row) error {
 				var err error
-				if snapRow, err = dbsqlc.FromRow(r).TaskSnapshot(ctx, sp); err == nil {
+				if runRow, err = dbsqlc.FromRow(r).TaskRunState(ctx, sp); err == nil {
 					snapped = true
 				}
 				// No row: the decision's own error says why.
@@ -511,10 +514,10 @@ func (s *Store) Decide(ctx context.Context, d *graph.Decision, ev *graph.Event) 
 	if row.Leased && d.Lease != nil {
 		// Leased to a worker of this replica: no one else need look.
 		d.Lease.Fence = row.LeaseFence
-		if snapped && snapRow.LeaseFence == row.LeaseFence {
+		if snapped && runRow.LeaseFence == row.LeaseFence && runRow.PendingInterruptID != nil && *runRow.PendingInterruptID == iid {
 			// A snapshot that cannot be read is left to the run's own
 			// load, which fails the task as it always has.
-			if snap, serr := s.snapshot(d.TaskID, held, snapRow, true); serr == nil {
+			if snap, serr := s.snapshot(d.TaskID, held, decidedSnapshot(runRow, &row, d), true); serr == nil {
 				d.Lease.Snapshot = snap
 			}
 		}
@@ -526,6 +529,23 @@ func (s *Store) Decide(ctx context.Context, d *graph.Decision, ev *graph.Event) 
 	ev.Seq, ev.TaskID = seq, d.TaskID
 	s.outboxWritten(ctx, notices)
 	return nil
+}
+
+// decidedSnapshot is the TaskSnapshot row of a task whose pending
+// interrupt the decision d (row) just resolved: its run state, with the
+// interrupt and the decision as DecisionRecord wrote them.
+func decidedSnapshot(r dbsqlc.TaskRunStateRow, row *dbsqlc.DecisionRecordRow, d *graph.Decision) dbsqlc.TaskSnapshotRow {
+	tid, status := r.ID, graph.InterruptResolved
+	return dbsqlc.TaskSnapshotRow{ID: r.ID, Workflow: r.Workflow, Title: r.Title, Input: r.Input, Options: r.Options,
+		Status: r.Status, CurrentNode: r.CurrentNode, Result: r.Result, Error: r.Error, CreatedBy: r.CreatedBy,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, CompletedAt: r.CompletedAt, LeaseFence: r.LeaseFence,
+		State: r.State, LastNodeID: r.LastNodeID, Step: r.Step, NextNodeID: r.NextNodeID, Iterations: r.Iterations,
+		Answers: r.Answers, PendingInterruptID: r.PendingInterruptID, CheckpointUpdatedAt: r.CheckpointUpdatedAt,
+		StateRefs: r.StateRefs, BlobKeys: r.BlobKeys, BlobValues: r.BlobValues,
+		ITaskID: &tid, INode: &row.INode, IKind: &row.IKind, IIteration: &row.IIteration, IPayload: row.IPayload,
+		IStatus: &status, ICreatedAt: &row.ICreatedAt, IResolvedAt: &row.DecidedAt,
+		DID: &row.ID, DAction: &d.Action, DFeedback: &d.Feedback, DValue: row.DValue, DDecidedBy: &d.DecidedBy,
+		DDecidedAt: &row.DecidedAt}
 }
 
 func deref[T any](p *T) T {

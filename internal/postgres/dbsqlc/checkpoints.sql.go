@@ -102,6 +102,91 @@ func (q *Queries) CheckpointHistoryList(ctx context.Context, taskID uuid.UUID) (
 	return items, nil
 }
 
+const taskRunState = `-- name: TaskRunState :one
+SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error,
+       t.created_by, t.created_at, t.updated_at, t.completed_at, t.lease_fence,
+       c.state, c.last_node_id, c.step, c.next_node_id, c.iterations, c.answers, c.pending_interrupt_id,
+       c.updated_at AS checkpoint_updated_at, c.state_refs, sb.keys AS blob_keys, sb.vals AS blob_values
+FROM tasks t
+JOIN workflow_checkpoints c ON c.task_id = t.id
+LEFT JOIN LATERAL (SELECT array_agg(r.key ORDER BY r.key)::text[] AS keys,
+                          array_agg(CASE WHEN b.hash = ANY($1::bytea[]) THEN '' ELSE b.value END ORDER BY r.key)::text[] AS vals
+                   FROM jsonb_each_text(c.state_refs) r
+                   JOIN state_blobs b ON b.task_id = c.task_id AND b.hash = decode(r.value, 'hex')) sb ON true
+WHERE t.id = $2
+`
+
+type TaskRunStateParams struct {
+	Have [][]byte
+	ID   uuid.UUID
+}
+
+type TaskRunStateRow struct {
+	ID                  uuid.UUID
+	Workflow            string
+	Title               string
+	Input               json.RawMessage
+	Options             json.RawMessage
+	Status              string
+	CurrentNode         string
+	Result              json.RawMessage
+	Error               string
+	CreatedBy           string
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+	CompletedAt         *time.Time
+	LeaseFence          int64
+	State               json.RawMessage
+	LastNodeID          string
+	Step                int32
+	NextNodeID          string
+	Iterations          json.RawMessage
+	Answers             json.RawMessage
+	PendingInterruptID  *uuid.UUID
+	CheckpointUpdatedAt time.Time
+	StateRefs           json.RawMessage
+	BlobKeys            []string
+	BlobValues          []string
+}
+
+// TaskRunState is TaskSnapshot without the interrupt and the decision:
+// what a decision that leased the task reads in its own transaction, the
+// rest coming from DecisionRecord's row (a join on interrupts and decisions
+// by the checkpoint's pending id, on a plan cached while they were small,
+// scanned them whole).
+func (q *Queries) TaskRunState(ctx context.Context, arg TaskRunStateParams) (TaskRunStateRow, error) {
+	row := q.db.QueryRow(ctx, taskRunState, arg.Have, arg.ID)
+	var i TaskRunStateRow
+	err := row.Scan(
+		&i.ID,
+		&i.Workflow,
+		&i.Title,
+		&i.Input,
+		&i.Options,
+		&i.Status,
+		&i.CurrentNode,
+		&i.Result,
+		&i.Error,
+		&i.CreatedBy,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.CompletedAt,
+		&i.LeaseFence,
+		&i.State,
+		&i.LastNodeID,
+		&i.Step,
+		&i.NextNodeID,
+		&i.Iterations,
+		&i.Answers,
+		&i.PendingInterruptID,
+		&i.CheckpointUpdatedAt,
+		&i.StateRefs,
+		&i.BlobKeys,
+		&i.BlobValues,
+	)
+	return i, err
+}
+
 const taskSnapshot = `-- name: TaskSnapshot :one
 SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error,
        t.created_by, t.created_at, t.updated_at, t.completed_at, t.lease_fence,

@@ -55,26 +55,27 @@ WITH i AS (
       AND (claimed_by IS NULL OR claim_expires_at <= now() OR claimed_by = $3::text)
       -- the decider saw what is decided on, when they say what they saw
       AND ($4::text = '' OR payload_sha256 = '' OR payload_sha256 = $4::text)
-    RETURNING id, resolved_at, payload_sha256
+    RETURNING id, resolved_at, payload_sha256, node, kind, iteration, created_at,
+              (CASE WHEN $5::text <> '' THEN payload END)::jsonb AS payload
 ), d AS (
     INSERT INTO decisions (interrupt_id, task_id, action, feedback, value, decided_by, decided_at, payload_sha256)
-    SELECT i.id, $2::uuid, $5::text, $6::text, $7::jsonb, $3::text, i.resolved_at,
+    SELECT i.id, $2::uuid, $6::text, $7::text, $8::jsonb, $3::text, i.resolved_at,
            i.payload_sha256
     FROM i
-    RETURNING id, decided_at
+    RETURNING id, decided_at, value
 ), t AS (
     -- In SET, tasks.status is the status before this update.
     UPDATE tasks
-    SET status           = CASE WHEN $8::text <> '' AND tasks.status = 'waiting'
+    SET status           = CASE WHEN $5::text <> '' AND tasks.status = 'waiting'
                                 THEN 'running' ELSE 'queued' END,
-        lease_owner      = CASE WHEN $8::text <> '' AND tasks.status = 'waiting'
-                                THEN $8::text ELSE tasks.lease_owner END,
-        last_owner       = CASE WHEN $8::text <> '' AND tasks.status = 'waiting'
-                                THEN $8::text ELSE tasks.last_owner END,
-        lease_expires_at = CASE WHEN $8::text <> '' AND tasks.status = 'waiting'
+        lease_owner      = CASE WHEN $5::text <> '' AND tasks.status = 'waiting'
+                                THEN $5::text ELSE tasks.lease_owner END,
+        last_owner       = CASE WHEN $5::text <> '' AND tasks.status = 'waiting'
+                                THEN $5::text ELSE tasks.last_owner END,
+        lease_expires_at = CASE WHEN $5::text <> '' AND tasks.status = 'waiting'
                                 THEN now() + $9::float8 * interval '1 second'
                                 ELSE tasks.lease_expires_at END,
-        lease_fence      = CASE WHEN $8::text <> '' AND tasks.status = 'waiting'
+        lease_fence      = CASE WHEN $5::text <> '' AND tasks.status = 'waiting'
                                 THEN tasks.lease_fence + 1 ELSE tasks.lease_fence END,
         event_seq        = tasks.event_seq + 1,
         updated_at       = now()
@@ -87,7 +88,10 @@ WITH i AS (
     FROM t
     RETURNING seq
 )
-SELECT d.id, d.decided_at, e.seq, t.lease_fence, (t.status = 'running')::bool AS leased, i.payload_sha256 FROM d, e, t, i
+SELECT d.id, d.decided_at, e.seq, t.lease_fence, (t.status = 'running')::bool AS leased, i.payload_sha256,
+       i.node AS i_node, i.kind AS i_kind, i.iteration AS i_iteration, i.created_at AS i_created_at,
+       i.payload AS i_payload, d.value AS d_value
+FROM d, e, t, i
 `
 
 type DecisionRecordParams struct {
@@ -95,10 +99,10 @@ type DecisionRecordParams struct {
 	TaskID          uuid.UUID
 	DecidedBy       string
 	PayloadSha256   string
+	LeaseOwner      string
 	Action          string
 	Feedback        string
 	Value           json.RawMessage
-	LeaseOwner      string
 	LeaseTtlSeconds float64
 	Type            string
 	Node            string
@@ -115,6 +119,12 @@ type DecisionRecordRow struct {
 	LeaseFence    int64
 	Leased        bool
 	PayloadSha256 string
+	INode         string
+	IKind         string
+	IIteration    int32
+	ICreatedAt    time.Time
+	IPayload      json.RawMessage
+	DValue        json.RawMessage
 }
 
 // DecisionRecord is a decision in one statement: it resolves the pending
@@ -123,17 +133,19 @@ type DecisionRecordRow struct {
 // the task's); nothing was written. With a lease_owner, a waiting task is
 // leased to it at once (running, the fence moved on as by a claim)
 // instead of queued: the replica that took the decision runs the task
-// without a claim of its own.
+// without a claim of its own, and the row carries what its run needs of
+// the interrupt and the decision (i_*, d_value; the payload only then):
+// the run's snapshot (TaskRunState) need not read them again.
 func (q *Queries) DecisionRecord(ctx context.Context, arg DecisionRecordParams) (DecisionRecordRow, error) {
 	row := q.db.QueryRow(ctx, decisionRecord,
 		arg.InterruptID,
 		arg.TaskID,
 		arg.DecidedBy,
 		arg.PayloadSha256,
+		arg.LeaseOwner,
 		arg.Action,
 		arg.Feedback,
 		arg.Value,
-		arg.LeaseOwner,
 		arg.LeaseTtlSeconds,
 		arg.Type,
 		arg.Node,
@@ -150,6 +162,12 @@ func (q *Queries) DecisionRecord(ctx context.Context, arg DecisionRecordParams) 
 		&i.LeaseFence,
 		&i.Leased,
 		&i.PayloadSha256,
+		&i.INode,
+		&i.IKind,
+		&i.IIteration,
+		&i.ICreatedAt,
+		&i.IPayload,
+		&i.DValue,
 	)
 	return i, err
 }
