@@ -187,25 +187,8 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 		// The fence check rides on the first event's seq (TaskCommit).
 		return fmt.Errorf("commit task %s: a commit needs at least one event", c.TaskID)
 	}
-	// The four text arrays share one allocation.
-	strs := make([]string, 4*n)
 	p := dbsqlc.TaskCommitParams{ID: id, Fence: c.Fence, Status: string(c.Status),
-		CurrentNode: c.CurrentNode, Result: c.Result, Error: c.Error,
-		Types: strs[:n:n], Nodes: strs[n : 2*n : 2*n], Phases: strs[2*n : 3*n : 3*n], Datas: strs[3*n:],
-		Durations: make([]int64, n), IterationsEv: make([]int32, n), Ats: make([]time.Time, n)}
-	for i, e := range c.Events {
-		p.Types[i], p.Nodes[i], p.IterationsEv[i], p.Phases[i] = e.Type, e.Node, int32(e.Iteration), e.Phase
-		p.Durations[i] = -1
-		if e.DurationMS != nil {
-			p.Durations[i] = *e.DurationMS
-		}
-		// Event data is never modified once built: no copy.
-		p.Datas[i] = unsafe.String(unsafe.SliceData(e.Data), len(e.Data))
-		if len(e.Data) == 0 {
-			p.Datas[i] = "{}"
-		}
-		p.Ats[i] = e.At
-	}
+		CurrentNode: c.CurrentNode, Result: c.Result, Error: c.Error, Events: eventsJSON(c.Events)}
 	var blobs *dbsqlc.StateBlobsPutParams
 	var allBlobs []blob
 	if cp := c.Checkpoint; cp != nil {
@@ -360,6 +343,47 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 }
 
 var emptyArray = json.RawMessage(`[]`)
+
+// eventsJSON is TaskCommit's events parameter: one JSON array, written
+// without reflection. Event data is JSON already and goes in as it is;
+// times with microseconds, truncated as pgx's binary timestamptz does (the
+// column holds no more), so that a time reads back as it did before.
+func eventsJSON(evs []graph.Event) json.RawMessage {
+	size := 2
+	for i := range evs {
+		size += 160 + len(evs[i].Type) + len(evs[i].Node) + len(evs[i].Phase) + len(evs[i].Data)
+	}
+	b := make([]byte, 0, size)
+	b = append(b, '[')
+	for i := range evs {
+		e := &evs[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"type":`...)
+		b = appendJSONString(b, e.Type)
+		b = append(b, `,"node":`...)
+		b = appendJSONString(b, e.Node)
+		b = append(b, `,"iteration":`...)
+		b = strconv.AppendInt(b, int64(int32(e.Iteration)), 10)
+		b = append(b, `,"phase":`...)
+		b = appendJSONString(b, e.Phase)
+		if e.DurationMS != nil {
+			b = append(b, `,"duration_ms":`...)
+			b = strconv.AppendInt(b, *e.DurationMS, 10)
+		}
+		b = append(b, `,"data":`...)
+		if len(e.Data) == 0 {
+			b = append(b, "{}"...)
+		} else {
+			b = append(b, e.Data...)
+		}
+		b = append(b, `,"at":"`...)
+		b = e.At.UTC().AppendFormat(b, "2006-01-02T15:04:05.000000Z07:00")
+		b = append(b, `"}`...)
+	}
+	return append(b, ']')
+}
 
 // iterationsJSON is json.Marshal of a checkpoint's iteration counters
 // (keys sorted, as json.Marshal has them), without its reflection over a

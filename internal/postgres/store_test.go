@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -375,5 +377,71 @@ func TestStoreConcurrentDecisionsOneWins(t *testing.T) {
 	}
 	if n := b.count(t, "decisions"); n != 1 {
 		t.Fatalf("%d decision rows", n)
+	}
+}
+
+// The events of a commit are stored as the engine made them, whatever
+// their text: type, node, phase, iteration, duration (or none), data, and
+// the time to the microsecond (truncated, as a timestamptz holds it), with
+// gap-free seqs after the task's last.
+func TestStoreCommitEventColumns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	task, err := b.engine(t).Create(ctx, graph.NewTask{Workflow: "counter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 26, 11, 40, 5, 123456789, time.FixedZone("x", 3600))
+	dur := int64(-7)
+	odd := "quo\"te \\ <tag> & é \u2028 \t\x01"
+	data, err := json.Marshal(map[string]any{"k": []any{1, odd, nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := []graph.Event{
+		{Type: "node.completed", Node: odd, Iteration: 3, Phase: odd + ":3", DurationMS: &dur, At: at, Data: data},
+		{Type: "x.custom", At: at.Add(time.Microsecond), Data: json.RawMessage(`null`)},
+		{Type: "node.started", Node: "n", Iteration: 1, Phase: "n"},
+	}
+	c := &graph.Commit{TaskID: task.ID, Status: graph.StatusRunning, CurrentNode: "n", Events: evs}
+	if err := b.store.Commit(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.store.Events(ctx, task.ID, 1, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(evs) {
+		t.Fatalf("%d events read back, want %d", len(got), len(evs))
+	}
+	for i, g := range got {
+		w := evs[i]
+		if g.Seq != int64(i+2) || c.Events[i].Seq != g.Seq {
+			t.Errorf("event %d: seq %d (commit said %d), want %d", i, g.Seq, c.Events[i].Seq, i+2)
+		}
+		if g.Type != w.Type || g.Node != w.Node || g.Phase != w.Phase || g.Iteration != w.Iteration {
+			t.Errorf("event %d: %q %q %q %d, want %q %q %q %d", i, g.Type, g.Node, g.Phase, g.Iteration, w.Type, w.Node, w.Phase, w.Iteration)
+		}
+		if (g.DurationMS == nil) != (w.DurationMS == nil) || g.DurationMS != nil && *g.DurationMS != *w.DurationMS {
+			t.Errorf("event %d: duration %v, want %v", i, g.DurationMS, w.DurationMS)
+		}
+		if want := w.At.Truncate(time.Microsecond); !g.At.Equal(want) {
+			t.Errorf("event %d: at %s, want %s", i, g.At, want)
+		}
+		wantData := w.Data
+		if len(wantData) == 0 {
+			wantData = json.RawMessage(`{}`)
+		}
+		var gv, wv any
+		if err := json.Unmarshal(g.Data, &gv); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(wantData, &wv); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(gv, wv) {
+			t.Errorf("event %d: data %s, want %s", i, g.Data, wantData)
+		}
 	}
 }

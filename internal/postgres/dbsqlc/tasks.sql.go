@@ -214,25 +214,25 @@ func (q *Queries) TaskClaimOne(ctx context.Context, arg TaskClaimOneParams) ([]T
 const taskCommit = `-- name: TaskCommit :many
 WITH t AS (
     UPDATE tasks
-    SET status       = $10,
-        current_node = COALESCE(NULLIF($11::text, ''), tasks.current_node),
-        result       = COALESCE($12::jsonb, tasks.result),
-        error        = $13,
-        event_seq    = tasks.event_seq + cardinality($3::text[]),
+    SET status       = $4,
+        current_node = COALESCE(NULLIF($5::text, ''), tasks.current_node),
+        result       = COALESCE($6::jsonb, tasks.result),
+        error        = $7,
+        event_seq    = tasks.event_seq + jsonb_array_length($3::jsonb),
         updated_at   = now(),
-        completed_at = CASE WHEN $10::text IN ('succeeded', 'failed', 'cancelled') THEN now() END,
+        completed_at = CASE WHEN $4::text IN ('succeeded', 'failed', 'cancelled') THEN now() END,
         -- leaving the running status hands the lease back
-        lease_owner      = CASE WHEN $10::text = 'running' THEN tasks.lease_owner END,
-        lease_expires_at = CASE WHEN $10::text = 'running' THEN tasks.lease_expires_at END
+        lease_owner      = CASE WHEN $4::text = 'running' THEN tasks.lease_owner END,
+        lease_expires_at = CASE WHEN $4::text = 'running' THEN tasks.lease_expires_at END
     WHERE tasks.id = $1::uuid AND tasks.lease_fence = $2::bigint
     RETURNING tasks.event_seq
 ), cp AS (
     INSERT INTO workflow_checkpoints AS w (task_id, state, last_node_id, updated_at, step, next_node_id, iterations,
                                            answers, pending_interrupt_id, state_refs)
-    SELECT $1::uuid, $14::jsonb, $15::text, $16::timestamptz, $17::int,
-           $18::text, $19::jsonb, $20::jsonb, $21::uuid,
-           $22::jsonb
-    WHERE $23::bool
+    SELECT $1::uuid, $8::jsonb, $9::text, $10::timestamptz, $11::int,
+           $12::text, $13::jsonb, $14::jsonb, $15::uuid,
+           $16::jsonb
+    WHERE $17::bool
     ON CONFLICT (task_id) DO UPDATE
         SET state                = EXCLUDED.state,
             state_refs           = EXCLUDED.state_refs,
@@ -248,18 +248,17 @@ WITH t AS (
 ), h AS (
     INSERT INTO checkpoint_history (task_id, step, reason, last_node_id, next_node_id, state, iterations, answers,
                                     pending_interrupt_id, created_at, state_refs)
-    SELECT task_id, step, $24::text, last_node_id, next_node_id, state, iterations, answers, pending_interrupt_id,
+    SELECT task_id, step, $18::text, last_node_id, next_node_id, state, iterations, answers, pending_interrupt_id,
            updated_at, state_refs
     FROM cp
 )
 INSERT INTO task_events (task_id, seq, type, node, iteration, phase, duration_ms, data, created_at)
 SELECT $1::uuid,
        CASE WHEN t.event_seq IS NULL THEN gatehouse_lease_lost($1::uuid, $2::bigint)
-            ELSE t.event_seq - cardinality($3::text[]) + e.ord END,
-       e.type, ($4::text[])[e.ord],
-       ($5::int[])[e.ord], ($6::text[])[e.ord], NULLIF(($7::bigint[])[e.ord], -1),
-       (($8::text[])[e.ord])::jsonb, ($9::timestamptz[])[e.ord]
-FROM unnest($3::text[]) WITH ORDINALITY AS e(type, ord)
+            ELSE t.event_seq - jsonb_array_length($3::jsonb) + e.ord END,
+       e.ev->>'type', e.ev->>'node', (e.ev->>'iteration')::int, e.ev->>'phase', (e.ev->>'duration_ms')::bigint,
+       e.ev->'data', (e.ev->>'at')::timestamptz
+FROM jsonb_array_elements($3::jsonb) WITH ORDINALITY AS e(ev, ord)
 LEFT JOIN t ON true
 RETURNING seq
 `
@@ -267,13 +266,7 @@ RETURNING seq
 type TaskCommitParams struct {
 	ID                 uuid.UUID
 	Fence              int64
-	Types              []string
-	Nodes              []string
-	IterationsEv       []int32
-	Phases             []string
-	Durations          []int64
-	Datas              []string
-	Ats                []time.Time
+	Events             json.RawMessage
 	Status             string
 	CurrentNode        string
 	Result             json.RawMessage
@@ -297,18 +290,15 @@ type TaskCommitParams struct {
 // checkpoint with its copy in the history. A commit always carries at least
 // one event; when the fenced update matches nothing, the first seq calls
 // gatehouse_lease_lost, which raises and aborts the transaction, so a
-// writer that lost its lease writes nothing at all.
+// writer that lost its lease writes nothing at all. The events come as one
+// JSON array of objects (type, node, iteration, phase, duration_ms, data,
+// at): seven parallel arrays cost pgx an encode plan, a boxed value per
+// element and a length-prefixed copy each, on every node run.
 func (q *Queries) TaskCommit(ctx context.Context, arg TaskCommitParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, taskCommit,
 		arg.ID,
 		arg.Fence,
-		arg.Types,
-		arg.Nodes,
-		arg.IterationsEv,
-		arg.Phases,
-		arg.Durations,
-		arg.Datas,
-		arg.Ats,
+		arg.Events,
 		arg.Status,
 		arg.CurrentNode,
 		arg.Result,
