@@ -19,7 +19,10 @@ JOIN workflow_checkpoints c ON c.task_id = t.id
 LEFT JOIN LATERAL (SELECT array_agg(r.key ORDER BY r.key)::text[] AS keys,
                           array_agg(CASE WHEN b.hash = ANY(@have::bytea[]) THEN '' ELSE b.value END ORDER BY r.key)::text[] AS vals
                    FROM jsonb_each_text(c.state_refs) r
-                   JOIN state_blobs b ON b.task_id = c.task_id AND b.hash = decode(r.value, 'hex')) sb ON true
+                   JOIN state_blobs b ON b.task_id = c.task_id AND b.hash = decode(r.value, 'hex')
+                   -- a one-time filter: a state without large fields (most)
+                   -- skips the walk and the join
+                   WHERE c.state_refs <> '{}'::jsonb) sb ON true
 LEFT JOIN interrupts i ON i.id = c.pending_interrupt_id
 LEFT JOIN decisions d ON d.interrupt_id = c.pending_interrupt_id
 WHERE t.id = @id;

@@ -72,6 +72,9 @@ RETURNING seq;
 -- them after the commit they announce, in their own asynchronously committed
 -- transaction: a transaction that notifies holds a database-wide lock until
 -- its commit is flushed, which would serialise every commit of every worker.
+-- The statement sets synchronous_commit off for its own (implicit)
+-- transaction itself: a TxAsyncCommit before it was a second statement in
+-- every send.
 -- StateBlobsPut stores the blobs of a commit's changed large state fields
 -- (00050_state_blobs.sql). It runs in the commit's batch, which is one
 -- transaction: when the fenced update of the task fails, these go too.
@@ -83,7 +86,8 @@ ON CONFLICT (task_id, hash) DO NOTHING;
 
 -- name: NotifyMany :exec
 SELECT pg_notify((sqlc.arg(channels)::text[])[i], (sqlc.arg(payloads)::text[])[i])
-FROM generate_subscripts(sqlc.arg(channels)::text[], 1) AS i;
+FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit,
+     generate_subscripts(sqlc.arg(channels)::text[], 1) AS i;
 
 -- TaskClaim takes up to max runnable tasks for owner: queued ones, and
 -- running ones whose lease expired (their worker died). The fence moves on,

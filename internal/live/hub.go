@@ -345,20 +345,21 @@ func parseRunnable(p string) (task string, seq int64) {
 }
 
 func parsePayload(p string) (task string, first, last int64, err error) {
-	parts := strings.Split(p, ":")
-	if len(parts) != 3 || !graph.ValidID(parts[0]) {
+	task, rest, ok1 := strings.Cut(p, ":")
+	a, z, ok2 := strings.Cut(rest, ":")
+	if !ok1 || !ok2 || strings.Contains(z, ":") || !graph.ValidID(task) {
 		return "", 0, 0, errors.New("want <task>:<first>:<last>")
 	}
-	if first, err = strconv.ParseInt(parts[1], 10, 64); err != nil {
+	if first, err = strconv.ParseInt(a, 10, 64); err != nil {
 		return "", 0, 0, err
 	}
-	if last, err = strconv.ParseInt(parts[2], 10, 64); err != nil {
+	if last, err = strconv.ParseInt(z, 10, 64); err != nil {
 		return "", 0, 0, err
 	}
 	if first < 1 || last < first {
 		return "", 0, 0, errors.New("bad seq range")
 	}
-	return parts[0], first, last, nil
+	return task, first, last, nil
 }
 
 // span is a range of seqs, inclusive.

@@ -28,3 +28,16 @@ func TestCovered(t *testing.T) {
 		t.Fatalf("%d spans kept, want 32", len(spans))
 	}
 }
+
+func TestParsePayload(t *testing.T) {
+	const id = "0b5e7d9c-2a34-4f7e-9d4b-1c2d3e4f5a6b"
+	task, first, last, err := parsePayload(id + ":3:7")
+	if err != nil || task != id || first != 3 || last != 7 {
+		t.Fatalf("got %q %d %d %v", task, first, last, err)
+	}
+	for _, bad := range []string{id, id + ":3", id + ":3:7:9", "nope:1:2", id + ":x:2", id + ":1:y", id + ":0:2", id + ":5:4", ""} {
+		if _, _, _, err := parsePayload(bad); err == nil {
+			t.Errorf("parsePayload(%q): no error", bad)
+		}
+	}
+}

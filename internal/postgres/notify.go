@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
 )
 
@@ -253,8 +251,6 @@ func (s *Store) sendNotes(ctx context.Context, notes []note) error {
 	for i, x := range notes {
 		p.Channels[i], p.Payloads[i] = x.channel(), x.payload()
 	}
-	b := &pgx.Batch{}
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxAsyncCommit(ctx) })
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.NotifyMany(ctx, p) })
-	return s.pool.SendBatch(ctx, b).Close()
+	// One statement, its own asynchronously committed transaction.
+	return s.q.NotifyMany(ctx, p)
 }

@@ -24,7 +24,8 @@ func (q *Queries) InterruptsCancelPending(ctx context.Context, taskID uuid.UUID)
 
 const notifyMany = `-- name: NotifyMany :exec
 SELECT pg_notify(($1::text[])[i], ($2::text[])[i])
-FROM generate_subscripts($1::text[], 1) AS i
+FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit,
+     generate_subscripts($1::text[], 1) AS i
 `
 
 type NotifyManyParams struct {
@@ -71,6 +72,9 @@ type StateBlobsPutParams struct {
 // them after the commit they announce, in their own asynchronously committed
 // transaction: a transaction that notifies holds a database-wide lock until
 // its commit is flushed, which would serialise every commit of every worker.
+// The statement sets synchronous_commit off for its own (implicit)
+// transaction itself: a TxAsyncCommit before it was a second statement in
+// every send.
 // StateBlobsPut stores the blobs of a commit's changed large state fields
 // (00050_state_blobs.sql). It runs in the commit's batch, which is one
 // transaction: when the fenced update of the task fails, these go too.
