@@ -373,35 +373,40 @@ func (s *Sender) record() {
 	for f := range s.results {
 		s.release(&f)
 		batch = append(batch[:0], f)
-		linger.Reset(max(s.cfg.RecordLinger, 0))
-	gather:
+		var late <-chan time.Time
+		if s.cfg.RecordLinger > 0 {
+			linger.Reset(s.cfg.RecordLinger)
+			late = linger.C
+		}
 		for len(batch) < most {
-			select {
-			case f, ok := <-s.results:
-				if !ok {
-					break gather
-				}
-				s.release(&f)
-				batch = append(batch, f)
-				continue
-			default:
-			}
-			if s.cfg.RecordLinger <= 0 {
+			f, ok := s.next(late)
+			if !ok {
 				break
 			}
-			select {
-			case f, ok := <-s.results:
-				if !ok {
-					break gather
-				}
-				s.release(&f)
-				batch = append(batch, f)
-			case <-linger.C:
-				break gather
-			}
+			s.release(&f)
+			batch = append(batch, f)
 		}
 		linger.Stop()
 		s.finish(batch)
+	}
+}
+
+// next is the next finished attempt, waiting for it until late fires (a
+// nil late: only one already there); false when there is none.
+func (s *Sender) next(late <-chan time.Time) (Finished, bool) {
+	if late == nil {
+		select {
+		case f, ok := <-s.results:
+			return f, ok
+		default:
+			return Finished{}, false
+		}
+	}
+	select {
+	case f, ok := <-s.results:
+		return f, ok
+	case <-late:
+		return Finished{}, false
 	}
 }
 

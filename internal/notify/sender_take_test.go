@@ -16,6 +16,19 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
 )
 
+// raiseGate creates a gatecycle task and runs it to its gate.
+func raiseGate(t *testing.T, e *graph.Engine) {
+	t.Helper()
+	ctx := context.Background()
+	task, err := e.Create(ctx, graph.NewTask{Workflow: "gatecycle", Options: []byte(`{"gates":{}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.Run(ctx, task.ID, 0); err != nil || out.Status != graph.StatusWaiting {
+		t.Fatalf("run: %+v %v", out, err)
+	}
+}
+
 // TestSenderSendsHandedBurst: deliveries born claimed by this replica's
 // commits are sent by its sender without a claim (every row is on its
 // first attempt), a burst larger than the sender's slots included: those
@@ -57,13 +70,7 @@ func TestSenderSendsHandedBurst(t *testing.T) {
 	}
 	const tasks = 12
 	for range tasks {
-		task, err := e.Create(ctx, graph.NewTask{Workflow: "gatecycle", Options: []byte(`{"gates":{}}`)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out, err := e.Run(ctx, task.ID, 0); err != nil || out.Status != graph.StatusWaiting {
-			t.Fatalf("run: %+v %v", out, err)
-		}
+		raiseGate(t, e)
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for got.Load() < tasks && time.Now().Before(deadline) {
@@ -108,21 +115,12 @@ func TestSenderHandsBackOnStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raise := func() {
-		task, err := e.Create(ctx, graph.NewTask{Workflow: "gatecycle", Options: []byte(`{"gates":{}}`)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out, err := e.Run(ctx, task.ID, 0); err != nil || out.Status != graph.StatusWaiting {
-			t.Fatalf("run: %+v %v", out, err)
-		}
-	}
-	raise()
+	raiseGate(t, e)
 	if ds, err := store.ClaimDeliveries(ctx, 10, time.Minute, nil); err != nil || len(ds) != 0 {
 		t.Fatalf("claimed while handed: %+v %v", ds, err)
 	}
 	sender.Stop(ctx)
-	raise() // handed to a stopped sender
+	raiseGate(t, e) // handed to a stopped sender
 	ds, err := store.ClaimDeliveries(ctx, 10, time.Minute, nil)
 	if err != nil {
 		t.Fatal(err)
