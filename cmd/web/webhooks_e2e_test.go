@@ -262,8 +262,8 @@ func TestE2EWebhookSurvivesKillNine(t *testing.T) {
 	p.createFeature(map[string]any{"gates": map[string]any{"allowPrd": false}}, "kill -9")
 	first := r.waitHooks(1, 30*time.Second)[0]
 	// Killed once the failed attempt is on record: its retry is due in
-	// about a second. (Killed before that, the row's claim would hold it
-	// for the claim's lease, two minutes, before another sender took it.)
+	// about a second. (Killed before that, the row, born claimed by the
+	// killed server's sender, would wait for that claim's 30 s lease.)
 	waitFor(t, func() bool { return d.int("SELECT count(*) FROM outbox_attempts") == 1 })
 	if err := p.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
