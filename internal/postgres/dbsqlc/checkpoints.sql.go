@@ -112,7 +112,9 @@ JOIN workflow_checkpoints c ON c.task_id = t.id
 LEFT JOIN LATERAL (SELECT array_agg(r.key ORDER BY r.key)::text[] AS keys,
                           array_agg(CASE WHEN b.hash = ANY($1::bytea[]) THEN '' ELSE b.value END ORDER BY r.key)::text[] AS vals
                    FROM jsonb_each_text(c.state_refs) r
-                   JOIN state_blobs b ON b.task_id = c.task_id AND b.hash = decode(r.value, 'hex')) sb ON true
+                   JOIN state_blobs b ON b.task_id = c.task_id AND b.hash = decode(r.value, 'hex')
+                   -- a one-time filter, as TaskSnapshot's
+                   WHERE c.state_refs <> '{}'::jsonb) sb ON true
 WHERE t.id = $2
 `
 
