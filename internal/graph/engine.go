@@ -464,7 +464,13 @@ func (x *execution[S]) loop(ctx context.Context, s S, c *Commit) (Outcome, error
 		start := x.e.now()
 		out, run, err := x.runNode(ctx, n, s, iteration)
 		dur := x.e.now().Sub(start)
+		// Room for what the next commit carries in the usual case (the
+		// run's events, node.completed, the next node.started): appends
+		// that grew it cost an allocation and a copy of each Event.
 		c = &Commit{}
+		if run != nil {
+			c.Events = make([]Event, 0, len(run.events)+len(run.artifacts)+2)
+		}
 		switch {
 		case ctx.Err() != nil && (err != nil || run.question != nil):
 			// Cancelled or shutting down: the run in flight is lost by design
