@@ -118,3 +118,31 @@ type stopErr struct{}
 func (stopErr) Error() string { return "stop" }
 
 var errStop error = stopErr{}
+
+// Run ends soon after its context does, while it waits for a notification
+// (the wait is ended by the listening connection's deadline), and closes
+// the subscriptions.
+func TestHubRunEndsWithItsContext(t *testing.T) {
+	url := pgtest.NewDB(t)
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	hub := live.NewHub(url, postgres.NewStore(pool), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	ended := make(chan struct{})
+	go func() { hub.Run(ctx); close(ended) }()
+	<-hub.Ready()
+	sub := hub.SubscribeAll()
+	time.Sleep(50 * time.Millisecond) // waiting for a notification now
+	cancel()
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not end 5 s after its context")
+	}
+	if _, open := <-sub.C; open {
+		t.Fatal("a subscription is still open after Run ended")
+	}
+}
