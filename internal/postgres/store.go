@@ -260,10 +260,9 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 	}
 
 	// The statements of one commit; results are read in queue order, and
-	// the callbacks fill in seqs and versions.
-	var seqs []int64
-	var versions []int32
-	var notices []notify.Delivery
+	// the callbacks fill in w's seqs and versions. One allocation holds
+	// what the callbacks share (each variable they captured was one).
+	w := &commitWork{p: p, seqs: make([]int64, 0, n)}
 	oev := commitEvent(c)
 	u := &unit{redoable: c.Redoable, settles: blobs == nil && ap == nil && ip == nil && oev == nil && tp == nil, queue: func(b *pgx.Batch) {
 		if t := c.Create; t != nil {
@@ -276,17 +275,13 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 			// lease aborts it, blobs included.
 			dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.StateBlobsPut(ctx, *blobs) })
 		}
-		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.TaskCommit(ctx, p); return err }).
-			Query(func(rows pgx.Rows) error {
-				var err error
-				seqs, err = pgx.CollectRows(rows, pgx.RowTo[int64])
-				return err
-			})
+		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.TaskCommit(ctx, w.p); return err }).
+			Query(w.readSeqs)
 		if ap != nil {
 			dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.ArtifactInsertMany(ctx, *ap); return err }).
 				Query(func(rows pgx.Rows) error {
 					var err error
-					versions, err = pgx.CollectRows(rows, pgx.RowTo[int32])
+					w.versions, err = pgx.CollectRows(rows, pgx.RowTo[int32])
 					return err
 				})
 		}
@@ -297,7 +292,7 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 			// The notifications of a raise or an end: the same
 			// transaction, so none is lost and none is sent for a commit
 			// that did not happen.
-			s.queueOutbox(ctx, b, id, oev, &notices)
+			s.queueOutbox(ctx, b, id, oev, &w.notices)
 		}
 		if tp != nil {
 			dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TimersInsert(ctx, *tp) })
@@ -314,6 +309,7 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 			s.blobs.forget(c.TaskID)
 		}
 	}
+	seqs := w.seqs
 	for i := range c.Events {
 		if i < len(seqs) {
 			c.Events[i].Seq = seqs[i]
@@ -321,8 +317,8 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 		c.Events[i].TaskID = c.TaskID
 	}
 	for i := range c.Artifacts {
-		if i < len(versions) {
-			c.Artifacts[i].Version = int(versions[i])
+		if i < len(w.versions) {
+			c.Artifacts[i].Version = int(w.versions[i])
 		}
 	}
 	notes := []note{{task: c.TaskID, first: seqs[0], last: seqs[len(seqs)-1]}}
@@ -338,8 +334,31 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 		notes = append(notes, note{task: c.TaskID, at: seqs[len(seqs)-1]})
 	}
 	s.announce(ctx, notes...)
-	s.outboxWritten(ctx, notices)
+	s.outboxWritten(ctx, w.notices)
 	return nil
+}
+
+// commitWork is what a commit's queued statements and their result
+// callbacks share.
+type commitWork struct {
+	p        dbsqlc.TaskCommitParams
+	seqs     []int64
+	versions []int32
+	notices  []notify.Delivery
+}
+
+// readSeqs reads TaskCommit's seqs into w.seqs, overwriting (a batch that
+// failed is sent again), each scanned into its place (pgx.RowTo took an
+// allocation per row).
+func (w *commitWork) readSeqs(rows pgx.Rows) error {
+	w.seqs = w.seqs[:0]
+	for rows.Next() {
+		w.seqs = append(w.seqs, 0)
+		if err := rows.Scan(&w.seqs[len(w.seqs)-1]); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 var emptyArray = json.RawMessage(`[]`)
