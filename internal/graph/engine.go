@@ -52,6 +52,8 @@ type Engine struct {
 	log       *slog.Logger
 	now       func() time.Time
 	raiseHook func(task *Task, itr *Interrupt)
+	// startDelay: see startCommitDelay.
+	startDelay time.Duration
 }
 
 // EngineOption configures an Engine.
@@ -70,12 +72,19 @@ func WithRaiseHook(f func(task *Task, itr *Interrupt)) EngineOption {
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) EngineOption { return func(e *Engine) { e.log = l } }
 
+// WithStartCommitDelay sets how long a run's first node.started waits for
+// its node before it is committed alone (default startCommitDelay; tests).
+func WithStartCommitDelay(d time.Duration) EngineOption {
+	return func(e *Engine) { e.startDelay = d }
+}
+
 // WithClock sets the clock (tests).
 func WithClock(now func() time.Time) EngineOption { return func(e *Engine) { e.now = now } }
 
 // NewEngine returns an engine over cp with the given workflows.
 func NewEngine(cp Checkpointer, workflows []Workflow, opts ...EngineOption) (*Engine, error) {
-	e := &Engine{cp: cp, workflows: map[string]Workflow{}, log: slog.New(slog.DiscardHandler), now: time.Now}
+	e := &Engine{cp: cp, workflows: map[string]Workflow{}, log: slog.New(slog.DiscardHandler), now: time.Now,
+		startDelay: startCommitDelay}
 	for _, o := range opts {
 		o(e)
 	}
@@ -252,6 +261,25 @@ type execution[S any] struct {
 	codec stateCodec[S]
 	// apart: the checkpointer takes large fields apart (FieldCheckpointer).
 	apart bool
+	// pending is the run's first node.started while its commit waits
+	// (deferStart).
+	pending *deferredStart
+}
+
+// startCommitDelay is how long the commit that only announces a run's
+// first node waits for that node to end. A node that ends sooner (most
+// do) sends its node.started with its node.completed and checkpoint: one
+// commit — a round trip and a transaction with its task row update —
+// fewer per run. A slower node's start is committed when the delay is
+// over, so live views see it start a few milliseconds late at most.
+const startCommitDelay = 5 * time.Millisecond
+
+// deferredStart is a start commit waiting for startCommitDelay.
+type deferredStart struct {
+	c     *Commit
+	timer *time.Timer
+	done  chan struct{} // closed once the timer's commit returned
+	err   error
 }
 
 // initial is the state a task starts from; apart: with its large fields
@@ -335,7 +363,11 @@ func (g *Graph[S]) run(ctx context.Context, e *Engine, snap *Snapshot, fence int
 			return x.fail(ctx, c, itr.Node, itr.Iteration, err)
 		}
 	}
-	return x.loop(ctx, s, c)
+	out, err := x.loop(ctx, s, c)
+	if serr := x.settleStart(ctx); serr != nil && err == nil {
+		return Outcome{}, serr
+	}
+	return out, err
 }
 
 // apply turns a decision into state and position; the commit c receives
@@ -457,7 +489,12 @@ func (x *execution[S]) loop(ctx context.Context, s S, c *Commit) (Outcome, error
 		// A commit that only announces the node (and applies a recorded
 		// decision) is redone identically after a crash.
 		c.Redoable = c.Reason == "" || c.Reason == "decision"
-		if err := x.save(ctx, c); err != nil {
+		// Deferred only under the fence the snapshot was read with: a
+		// writer that lost its lease must learn it before it runs a node,
+		// from the snapshot or else from this commit.
+		if c.Reason == "" && c.Raise == nil && len(c.Artifacts) == 0 && x.task.Fence == x.fence {
+			x.deferStart(ctx, c)
+		} else if err := x.save(ctx, c); err != nil {
 			return Outcome{}, err
 		}
 
@@ -595,6 +632,15 @@ func (x *execution[S]) fail(ctx context.Context, c *Commit, node string, iterati
 // save commits c with the current checkpoint when its reason says the
 // checkpoint changed.
 func (x *execution[S]) save(ctx context.Context, c *Commit) error {
+	if d := x.pending; d != nil {
+		x.pending = nil
+		if d.timer.Stop() {
+			// Not sent: this commit carries the start first, in seq order.
+			c.Events = append(d.c.Events, c.Events...)
+		} else if <-d.done; d.err != nil {
+			return d.err
+		}
+	}
 	c.TaskID, c.Fence = x.task.ID, x.fence
 	c.CurrentNode = x.cp.NextNode
 	if c.CurrentNode == END {
@@ -615,6 +661,34 @@ func (x *execution[S]) save(ctx context.Context, c *Commit) error {
 		x.codec.release()
 	}
 	return err
+}
+
+// deferStart commits c, a run's first node.started with nothing else,
+// after startCommitDelay unless a save takes it along before.
+func (x *execution[S]) deferStart(ctx context.Context, c *Commit) {
+	c.TaskID, c.Fence = x.task.ID, x.fence
+	c.CurrentNode = x.cp.NextNode
+	d := &deferredStart{c: c, done: make(chan struct{})}
+	x.pending = d
+	d.timer = time.AfterFunc(x.e.startDelay, func() {
+		defer close(d.done)
+		d.err = x.e.commit(ctx, c)
+	})
+}
+
+// settleStart commits a start still waiting, when the run ends without a
+// commit of its own (cancelled in the node): the node did start.
+func (x *execution[S]) settleStart(ctx context.Context) error {
+	d := x.pending
+	if d == nil {
+		return nil
+	}
+	x.pending = nil
+	if d.timer.Stop() {
+		return x.e.commit(ctx, d.c)
+	}
+	<-d.done
+	return d.err
 }
 
 func (x *execution[S]) drained() bool {

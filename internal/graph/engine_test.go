@@ -988,3 +988,104 @@ func TestSinkAndRegistry(t *testing.T) {
 		t.Errorf("Workflows() = %v", ws)
 	}
 }
+
+// commitLog is a checkpointer that records the event types of each commit.
+type commitLog struct {
+	*graph.MemoryCheckpointer
+	mu      sync.Mutex
+	commits [][]string
+}
+
+func (l *commitLog) Commit(ctx context.Context, c *graph.Commit) error {
+	var types []string
+	for _, ev := range c.Events {
+		types = append(types, ev.Type)
+	}
+	l.mu.Lock()
+	l.commits = append(l.commits, types)
+	l.mu.Unlock()
+	return l.MemoryCheckpointer.Commit(ctx, c)
+}
+
+func (l *commitLog) log() [][]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.commits)
+}
+
+// A run's first node.started waits a moment for its node: a node that ends
+// within it sends its start with its completion (one commit fewer); a slow
+// node's start is committed while it runs, so live views see it.
+func TestFirstStartCommitWaitsForItsNode(t *testing.T) {
+	t.Parallel()
+	entered, release := make(chan struct{}), make(chan struct{})
+	slow := func(_ context.Context, _ *graph.NodeRun, s st) (st, error) {
+		close(entered)
+		<-release
+		return s, nil
+	}
+	g := compile(t, graph.New[st]("w").Node("fast", noop).Node("slow", slow).Node("last", noop).
+		Edge("fast", "slow").Edge("slow", "last").Edge("last", graph.END))
+	l := &commitLog{MemoryCheckpointer: graph.NewMemoryCheckpointer()}
+	// A delay no node here outlasts, however loaded the machine.
+	eng, err := graph.NewEngine(l, []graph.Workflow{g}, graph.WithStartCommitDelay(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := eng.Create(context.Background(), graph.NewTask{Workflow: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := eng.Run(context.Background(), task.ID, 0); done <- err }()
+	<-entered
+	want := [][]string{
+		{graph.EventTaskCreated},
+		{graph.EventNodeStarted, graph.EventNodeCompleted, graph.EventNodeStarted},
+	}
+	if got := l.log(); !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("commits before the slow node ends: %v, want %v", got, want)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// A run whose first node is slow: its start is committed alone while
+	// the node runs, after the delay.
+	entered2, release2 := make(chan struct{}), make(chan struct{})
+	slow2 := func(_ context.Context, _ *graph.NodeRun, s st) (st, error) {
+		close(entered2)
+		<-release2
+		return s, nil
+	}
+	g2 := compile(t, graph.New[st]("s").Node("slow", slow2).Edge("slow", graph.END))
+	l2 := &commitLog{MemoryCheckpointer: graph.NewMemoryCheckpointer()}
+	eng2, err := graph.NewEngine(l2, []graph.Workflow{g2}, graph.WithStartCommitDelay(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task2, err := eng2.Create(context.Background(), graph.NewTask{Workflow: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, err := eng2.Run(context.Background(), task2.ID, 0); done <- err }()
+	<-entered2
+	deadline := time.Now().Add(5 * time.Second)
+	for len(l2.log()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := l2.log(); len(got) != 2 || !slices.Equal(got[1], []string{graph.EventNodeStarted}) {
+		t.Fatalf("commits while the slow first node runs: %v, want its node.started alone", got)
+	}
+	if task, _ := l2.Task(task2.ID); task.Status != graph.StatusRunning {
+		t.Errorf("task %s while its first node runs, want running", task.Status)
+	}
+	close(release2)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := phases(l2.Events(task2.ID)); !slices.Equal(got, []string{"", "slow", "slow", ""}) {
+		t.Errorf("events %v", got)
+	}
+}
