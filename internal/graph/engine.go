@@ -230,10 +230,14 @@ func valueText(v json.RawMessage) string {
 func (e *Engine) commit(ctx context.Context, c *Commit) error {
 	// A commit is the point of no return of a node run: finish it even when
 	// ctx is cancelled right now, so the work done is not thrown away. The
-	// fence protects against a writer that lost its lease meanwhile.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if err := e.cp.Commit(wctx, c); err != nil {
+	// fence protects against a writer that lost its lease meanwhile. How
+	// long a commit may take is the checkpointer's to bound (PostgreSQL's
+	// store: a minute): a timeout context made here for every commit was
+	// ~5% of a node run's allocations, plus a timer, and had pgx watch it.
+	if ctx.Done() != nil {
+		ctx = context.WithoutCancel(ctx)
+	}
+	if err := e.cp.Commit(ctx, c); err != nil {
 		return fmt.Errorf("commit task %s: %w", c.TaskID, err)
 	}
 	e.publish(c.Events)

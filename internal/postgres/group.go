@@ -33,7 +33,9 @@ const (
 	// already amortised, and a long batch holds its row locks longer.
 	maxGroup = 32
 	// groupTimeout bounds a batch sent for several callers, whose contexts
-	// may not cancel it.
+	// may not cancel it, and a commit sent alone for a caller whose context
+	// cannot end (the engine's: a commit is finished even when its run is
+	// cancelled).
 	groupTimeout = time.Minute
 )
 
@@ -98,7 +100,13 @@ func (g *committer) commit(ctx context.Context, u *unit) error {
 		g.mu.Unlock()
 		g.batches.Add(1)
 		g.commits.Add(1)
-		err := g.exec(ctx, []*unit{u})
+		ectx := ctx
+		if ctx.Done() == nil {
+			var cancel context.CancelFunc
+			ectx, cancel = context.WithTimeout(ctx, groupTimeout)
+			defer cancel()
+		}
+		err := g.exec(ectx, []*unit{u})
 		g.mu.Lock()
 		if len(g.pending) == 0 {
 			g.active--
