@@ -234,9 +234,10 @@ func TestFirstHourInTheBrowser(t *testing.T) {
 			b.Click(sel + ` button[name=action][value=respond]`)
 			b.WaitJS(`document.querySelector("#pending-title") && document.querySelector("#pending-title").textContent.indexOf("turn `+strconv.Itoa(i+2)+`") >= 0`, 30*time.Second)
 		}
-		if !b.Exists(sel + ` button[name=action][value=approve]`) {
-			t.Fatal("no 'accept the proposal' once the analyst proposes")
-		}
+		// Waited for, not checked once: a whole-suite run at load 10-13
+		// found the proposal's turn in the title before its button (not
+		// reproduced since); a button that never comes still fails here.
+		b.WaitJS(`document.querySelector(`+bt.Q(sel+` button[name=action][value=approve]`)+`)`, 30*time.Second)
 		if got := b.Text(sel + ` button[name=action][value=approve]`); got != "Accept the proposal" {
 			t.Errorf("accept button says %q", got)
 		}
