@@ -187,14 +187,14 @@ func (s *Store) LGCreateRun(ctx context.Context, r *LGRun, adopt json.RawMessage
 	p := dbsqlc.LGRunInsertParams{ID: id, ThreadID: tid, AssistantID: aid, Metadata: emptyObject(r.Metadata),
 		Kwargs: emptyObject(r.Kwargs), MultitaskStrategy: r.MultitaskStrategy, CreatedBy: r.CreatedBy,
 		Adopt: adopt != nil, AdoptMetadata: emptyObject(adopt)}
-	row, err := s.q.LGRunInsert(ctx, p)
+	row, err := s.lgRunInsert(ctx, p)
 	if isUniqueViolation(err) {
 		// Usually the previous run's stream settled it; when nobody
 		// followed it, settle now and try once more.
 		if err := s.q.LGRunsSettle(ctx, tid); err != nil {
 			return fmt.Errorf("settle runs of %s: %w", r.ThreadID, err)
 		}
-		row, err = s.q.LGRunInsert(ctx, p)
+		row, err = s.lgRunInsert(ctx, p)
 	}
 	if isUniqueViolation(err) {
 		return ErrThreadBusy
@@ -206,6 +206,26 @@ func (s *Store) LGCreateRun(ctx context.Context, r *LGRun, adopt json.RawMessage
 		AfterSeq: row.AfterSeq, EndSeq: row.EndSeq, StartStep: row.StartStep, Metadata: row.Metadata, Kwargs: row.Kwargs,
 		MultitaskStrategy: row.MultitaskStrategy, CreatedBy: row.CreatedBy, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt})
 	return nil
+}
+
+// lgRunInsert writes a run's row without waiting for its WAL flush: every
+// caller's next step (the decision, the task's creation, the retry, or
+// the run's undoing) commits synchronously before anything is answered,
+// and flushes the row with it, WAL being flushed in order. A crash before
+// that step loses a run nobody was told of. This takes a flush off the
+// path of every resume.
+func (s *Store) lgRunInsert(ctx context.Context, p dbsqlc.LGRunInsertParams) (dbsqlc.LgRun, error) {
+	var row dbsqlc.LgRun
+	b := &pgx.Batch{}
+	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxAsyncCommit(ctx) })
+	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.LGRunInsert(ctx, p); return err }).
+		QueryRow(func(r pgx.Row) error {
+			var err error
+			row, err = dbsqlc.FromRow(r).LGRunInsert(ctx, p)
+			return err
+		})
+	err := s.pool.SendBatch(ctx, b).Close()
+	return row, err
 }
 
 func emptyObject(b json.RawMessage) json.RawMessage {
