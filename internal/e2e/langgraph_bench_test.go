@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -47,7 +48,11 @@ func (s *stack) lgResume(thread string) (toInterrupt, toEnd time.Duration, err e
 		case strings.HasPrefix(line, "data: ") && event == "values" && toInterrupt == 0 && strings.Contains(line, `"__interrupt__"`):
 			toInterrupt = time.Since(t0)
 		case line == "" && event == "end":
-			return toInterrupt, time.Since(t0), nil
+			toEnd = time.Since(t0)
+			// Read to the stream's close, as a browser does, so that the
+			// next resume reuses this connection instead of dialling.
+			_, _ = io.Copy(io.Discard, res.Body)
+			return toInterrupt, toEnd, nil
 		}
 	}
 	return 0, 0, fmt.Errorf("stream ended without end: %v", sc.Err())
