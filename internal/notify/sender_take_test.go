@@ -16,19 +16,6 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
 )
 
-// raiseGate creates a gatecycle task and runs it to its gate.
-func raiseGate(t *testing.T, e *graph.Engine) {
-	t.Helper()
-	ctx := context.Background()
-	task, err := e.Create(ctx, graph.NewTask{Workflow: "gatecycle", Options: []byte(`{"gates":{}}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := e.Run(ctx, task.ID, 0); err != nil || out.Status != graph.StatusWaiting {
-		t.Fatalf("run: %+v %v", out, err)
-	}
-}
-
 // TestSenderSendsHandedBurst: deliveries born claimed by this replica's
 // commits are sent by its sender without a claim (every row is on its
 // first attempt), a burst larger than the sender's slots included: those
@@ -70,7 +57,7 @@ func TestSenderSendsHandedBurst(t *testing.T) {
 	}
 	const tasks = 12
 	for range tasks {
-		raiseGate(t, e)
+		graphtest.RunToGate(t, e)
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for got.Load() < tasks && time.Now().Before(deadline) {
@@ -115,12 +102,12 @@ func TestSenderHandsBackOnStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raiseGate(t, e)
+	graphtest.RunToGate(t, e)
 	if ds, err := store.ClaimDeliveries(ctx, 10, time.Minute, nil); err != nil || len(ds) != 0 {
 		t.Fatalf("claimed while handed: %+v %v", ds, err)
 	}
 	sender.Stop(ctx)
-	raiseGate(t, e) // handed to a stopped sender
+	graphtest.RunToGate(t, e) // handed to a stopped sender
 	ds, err := store.ClaimDeliveries(ctx, 10, time.Minute, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -13,24 +13,6 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
 )
 
-// raiseGate creates a gatecycle task and runs it to its gate.
-func raiseGate(t *testing.T, e *graph.Engine, store *postgres.Store) (*graph.Task, *graph.Interrupt) {
-	t.Helper()
-	ctx := context.Background()
-	task, err := e.Create(ctx, graph.NewTask{Workflow: "gatecycle", Options: []byte(`{"gates":{}}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := e.Run(ctx, task.ID, 0); err != nil || out.Status != graph.StatusWaiting {
-		t.Fatalf("run: %+v %v", out, err)
-	}
-	_, itr, err := store.TaskWithPending(ctx, task.ID)
-	if err != nil || itr == nil {
-		t.Fatalf("pending: %v %v", itr, err)
-	}
-	return task, itr
-}
-
 // TestOutboxSubjects: a claimed batch's subjects, read in one statement,
 // are each delivery's own task, interrupt and decision; a task that is
 // gone leaves its deliveries without a subject; recorded attempts end the
@@ -47,9 +29,9 @@ func TestOutboxSubjects(t *testing.T) {
 	if _, err := store.AddEndpoint(ctx, notify.Endpoint{URL: "http://127.0.0.1:1/hook", Secret: notify.NewSecret()}, "test"); err != nil {
 		t.Fatal(err)
 	}
-	t1, i1 := raiseGate(t, e, store)
-	t2, i2 := raiseGate(t, e, store)
-	t3, i3 := raiseGate(t, e, store)
+	t1, i1 := graphtest.RunToGate(t, e)
+	t2, i2 := graphtest.RunToGate(t, e)
+	t3, i3 := graphtest.RunToGate(t, e)
 	if _, err := e.Decide(ctx, t1.ID, graph.DecisionInput{InterruptID: i1.ID, Action: "approve", DecidedBy: "alice"}); err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +156,7 @@ func TestOutboxBornClaimed(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	task, itr := raiseGate(t, e, store)
+	task, itr := graphtest.RunToGate(t, e)
 	ds := taken()
 	if len(ds) != 1 || ds[0].Event != notify.EventRaised || ds[0].InterruptID != itr.ID || ds[0].Attempt != 1 ||
 		ds[0].NextAt.Before(start.Add(500*time.Millisecond)) {
@@ -237,7 +219,7 @@ func TestRemoveEndpointTakesItsLog(t *testing.T) {
 		}
 		eps = append(eps, ep.ID)
 	}
-	raiseGate(t, e, store)
+	graphtest.RunToGate(t, e)
 	ds, err := store.ClaimDeliveries(ctx, 10, time.Minute, nil)
 	if err != nil || len(ds) != 2 {
 		t.Fatalf("claimed %+v %v", ds, err)

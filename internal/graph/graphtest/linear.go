@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"testing"
 
 	"github.com/gatehousehq/gatehouse/internal/graph"
 )
@@ -74,4 +75,20 @@ func GateCycle() *graph.Graph[LinearState] {
 		panic(err)
 	}
 	return g
+}
+
+// RunToGate creates a GateCycle task (its gates all on) on e and runs it
+// until it waits at its first gate.
+func RunToGate(tb testing.TB, e *graph.Engine) (*graph.Task, *graph.Interrupt) {
+	tb.Helper()
+	ctx := context.Background()
+	task, err := e.Create(ctx, graph.NewTask{Workflow: "gatecycle", Options: []byte(`{"gates":{}}`)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out, err := e.Run(ctx, task.ID, 0)
+	if err != nil || out.Status != graph.StatusWaiting || out.Interrupt == nil {
+		tb.Fatalf("run to the gate: %+v %v", out, err)
+	}
+	return task, out.Interrupt
 }
