@@ -156,17 +156,18 @@ func (s *Sender) Take(ds []Delivery) {
 	}
 	s.handed = append(s.handed, ds...)
 	s.mu.Unlock()
-	select {
-	case s.taken <- struct{}{}:
-	default:
-	}
+	poke(s.taken)
 }
 
 // Wake tells the sender that deliveries may be due (a local commit, a
 // NOTIFY from another replica). It never blocks.
-func (s *Sender) Wake() {
+func (s *Sender) Wake() { poke(s.wake) }
+
+// poke signals ch (capacity 1) without blocking: a signal already pending
+// stands for this one.
+func poke(ch chan struct{}) {
 	select {
-	case s.wake <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -243,12 +244,7 @@ func (s *Sender) run(ctx context.Context) {
 				wait = min(max(time.Until(at), 5*time.Millisecond), s.cfg.Poll)
 			}
 		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
+		// Go 1.23 timers: Reset leaves no stale tick behind.
 		timer.Reset(wait)
 	}
 }
@@ -290,8 +286,7 @@ func (s *Sender) claim(ctx context.Context) (n int, full bool, busy []string, er
 	}
 	s.mu.Lock()
 	for i := range ds {
-		s.inflight[ds[i].Destination()]++
-		s.total++
+		s.occupy(ds[i].Destination())
 	}
 	s.reclaim = len(ds) == free || len(busy) > 0
 	s.mu.Unlock()
@@ -326,8 +321,7 @@ func (s *Sender) sendHanded(ctx context.Context) {
 		case s.total >= s.cfg.InFlight || s.inflight[dest] >= s.cfg.PerDestination:
 			keep = append(keep, d)
 		default:
-			s.inflight[dest]++
-			s.total++
+			s.occupy(dest)
 			ds = append(ds, d)
 		}
 	}
@@ -410,6 +404,12 @@ func (s *Sender) next(late <-chan time.Time) (Finished, bool) {
 	}
 }
 
+// occupy takes a slot for an attempt to dest; s.mu is held.
+func (s *Sender) occupy(dest string) {
+	s.inflight[dest]++
+	s.total++
+}
+
 // release frees the slot of a finished attempt, for a handed delivery
 // that waits for one, or for a claim when the last one left rows behind:
 // once half the slots of the destination, or of the sender, are free
@@ -431,10 +431,7 @@ func (s *Sender) release(f *Finished) {
 		s.Wake()
 	}
 	if handed {
-		select {
-		case s.taken <- struct{}{}:
-		default:
-		}
+		poke(s.taken)
 	}
 }
 
