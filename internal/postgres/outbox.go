@@ -142,8 +142,8 @@ func (s *Store) queueOutbox(ctx context.Context, b *pgx.Batch, taskID uuid.UUID,
 	p := s.outboxParams(taskID, ev)
 	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.OutboxEnqueue(ctx, p); return err }).
 		Query(func(rows pgx.Rows) error {
-			rs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[dbsqlc.Outbox])
-			*out = deliveriesFromRows(rs)
+			rs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[dbsqlc.OutboxEnqueueRow])
+			*out = enqueued(rs)
 			return err
 		})
 }
@@ -151,14 +151,7 @@ func (s *Store) queueOutbox(ctx context.Context, b *pgx.Batch, taskID uuid.UUID,
 // enqueueTx writes the outbox rows of ev in the caller's transaction.
 func (s *Store) enqueueTx(ctx context.Context, q *dbsqlc.Queries, taskID uuid.UUID, ev *outboxEvent) ([]notify.Delivery, error) {
 	rs, err := q.OutboxEnqueue(ctx, s.outboxParams(taskID, ev))
-	if err != nil {
-		return nil, err
-	}
-	out := make([]notify.Delivery, len(rs))
-	for i, r := range rs {
-		out[i] = deliveryFromRow(dbsqlc.Outbox(r))
-	}
-	return out, nil
+	return enqueued(rs), err
 }
 
 // outboxWritten hands this replica's sender the deliveries a commit wrote,
@@ -185,13 +178,14 @@ func (s *Store) outboxDue(ctx context.Context) {
 	s.announce(ctx, note{ch: ChannelOutbox})
 }
 
-func deliveriesFromRows(rs []dbsqlc.Outbox) []notify.Delivery {
+// enqueued are the deliveries OutboxEnqueue wrote (nil for none).
+func enqueued(rs []dbsqlc.OutboxEnqueueRow) []notify.Delivery {
 	if len(rs) == 0 {
 		return nil
 	}
 	out := make([]notify.Delivery, len(rs))
 	for i, r := range rs {
-		out[i] = deliveryFromRow(r)
+		out[i] = deliveryFromRow(dbsqlc.Outbox(r))
 	}
 	return out
 }
