@@ -216,8 +216,7 @@ func (s *Store) LGCreateRun(ctx context.Context, r *LGRun, adopt json.RawMessage
 // path of every resume.
 func (s *Store) lgRunInsert(ctx context.Context, p dbsqlc.LGRunInsertParams) (dbsqlc.LgRun, error) {
 	var row dbsqlc.LgRun
-	b := &pgx.Batch{}
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxAsyncCommit(ctx) })
+	b := asyncBatch(ctx, false)
 	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.LGRunInsert(ctx, p); return err }).
 		QueryRow(func(r pgx.Row) error {
 			var err error

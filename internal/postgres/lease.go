@@ -23,6 +23,18 @@ type Claim struct {
 	Seq int64
 }
 
+// asyncBatch is a batch, one implicit transaction, that commits without
+// waiting for its WAL flush (each caller says why that is safe); with
+// generic, its statements use their generic plans (TxGenericPlans).
+func asyncBatch(ctx context.Context, generic bool) *pgx.Batch {
+	b := &pgx.Batch{}
+	if generic {
+		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxGenericPlans(ctx) })
+	}
+	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxAsyncCommit(ctx) })
+	return b
+}
+
 // Claim leases up to max runnable tasks to owner for ttl: queued tasks and
 // running tasks whose lease expired. Concurrent claimers never get the same
 // task (FOR UPDATE SKIP LOCKED).
@@ -35,8 +47,7 @@ type Claim struct {
 // latency on a busy disk) off the path of every task start.
 func (s *Store) Claim(ctx context.Context, owner string, max int, ttl time.Duration) ([]Claim, error) {
 	var rows []dbsqlc.TaskClaimRow
-	b := &pgx.Batch{}
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxAsyncCommit(ctx) })
+	b := asyncBatch(ctx, false)
 	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error {
 		_, err := q.TaskClaim(ctx, dbsqlc.TaskClaimParams{Owner: owner, TtlSeconds: ttl.Seconds(), MaxTasks: int32(max)})
 		return err

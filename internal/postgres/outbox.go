@@ -212,9 +212,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, max int, lease time.Duratio
 	// claim lost in a database crash leaves the row due, to be claimed
 	// again under its id.
 	var rows []dbsqlc.Outbox
-	b := &pgx.Batch{}
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxGenericPlans(ctx) })
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxAsyncCommit(ctx) })
+	b := asyncBatch(ctx, true)
 	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error {
 		_, err := q.OutboxClaim(ctx, dbsqlc.OutboxClaimParams{LeaseSeconds: lease.Seconds(), Busy: busy, MaxRows: int32(max)})
 		return err
@@ -263,9 +261,7 @@ func (s *Store) FinishDeliveries(ctx context.Context, fs []notify.Finished) ([]s
 		return lost, nil
 	}
 	var done []uuid.UUID
-	b := &pgx.Batch{}
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxGenericPlans(ctx) })
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxAsyncCommit(ctx) })
+	b := asyncBatch(ctx, true)
 	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.OutboxDoneMany(ctx, p); return err }).
 		Query(func(rows pgx.Rows) error {
 			var err error
