@@ -488,31 +488,13 @@ func joinFields(state []byte, fields []StateField) ([]byte, error) {
 	size := len(state) + 1
 	for _, f := range fields {
 		size += len(f.Key) + len(f.JSON) + 8
-	}
-	out := bytes.NewBuffer(make([]byte, 0, size))
-	out.WriteByte('{')
-	for _, m := range ms {
-		if out.Len() > 1 {
-			out.WriteByte(',')
-		}
-		out.Write(m.Key)
-		out.WriteByte(':')
-		out.Write(m.Val)
-	}
-	for _, f := range fields {
-		if out.Len() > 1 {
-			out.WriteByte(',')
-		}
 		k, err := json.Marshal(f.Key)
 		if err != nil {
 			return nil, err
 		}
-		out.Write(k)
-		out.WriteByte(':')
-		out.Write(f.JSON)
+		ms = append(ms, jsonobj.Member{Key: k, Val: f.JSON})
 	}
-	out.WriteByte('}')
-	return out.Bytes(), nil
+	return jsonobj.Join(ms, size), nil
 }
 
 // unquote decodes the JSON string q (quotes included) as encoding/json

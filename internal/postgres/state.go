@@ -101,16 +101,8 @@ func joinState(inline, refs json.RawMessage, keys, vals []string) (json.RawMessa
 	for i := range keys {
 		size += len(keys[i]) + len(vals[i]) + 8
 	}
-	out := bytes.NewBuffer(make([]byte, 0, size))
-	out.WriteByte('{')
 	have := make(map[string]bool, len(ms))
 	for _, m := range ms {
-		if out.Len() > 1 {
-			out.WriteByte(',')
-		}
-		out.Write(m.Key)
-		out.WriteByte(':')
-		out.Write(m.Val)
 		if bytes.IndexByte(m.Key, '\\') < 0 {
 			have[string(m.Key[1:len(m.Key)-1])] = true
 		} else {
@@ -124,19 +116,14 @@ func joinState(inline, refs json.RawMessage, keys, vals []string) (json.RawMessa
 		if have[k] {
 			continue
 		}
-		if out.Len() > 1 {
-			out.WriteByte(',')
-		}
 		kb, err := json.Marshal(k)
 		if err != nil {
 			return nil, err
 		}
-		out.Write(kb)
-		out.WriteByte(':')
-		out.WriteString(vals[i])
+		// Only read, by Join: spare a copy of a large value.
+		ms = append(ms, jsonobj.Member{Key: kb, Val: unsafe.Slice(unsafe.StringData(vals[i]), len(vals[i]))})
 	}
-	out.WriteByte('}')
-	return out.Bytes(), nil
+	return jsonobj.Join(ms, size), nil
 }
 
 func containsString(a []string, s string) bool {
