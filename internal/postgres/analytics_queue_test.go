@@ -37,6 +37,12 @@ func TestAnalyticsDecisionQueued(t *testing.T) {
 	if n := count(t, pool, `SELECT count(*) FROM analytics_deltas WHERE what = 'decision'`); n != 0 {
 		t.Errorf("%d decision deltas written by the decisions' transactions", n)
 	}
+	// A decided interrupt's closing is the fold's too (00096); the
+	// interrupts trigger writes only the closings no decision makes.
+	const undecided = `SELECT count(*) FROM interrupts WHERE status IN ('expired', 'cancelled')`
+	if n, u := count(t, pool, `SELECT count(*) FROM analytics_deltas WHERE what = 'closed'`), count(t, pool, undecided); n != u || n == count(t, pool, `SELECT count(*) FROM interrupts WHERE status <> 'pending'`) {
+		t.Errorf("%d closing deltas written before the fold, want one per expired or cancelled interrupt (%d)", n, u)
+	}
 	if _, err := postgres.NewStore(pool).Analytics(context.Background(), mustFilter(t, "2026-01-05", "2026-01-08", "", "")); err != nil {
 		t.Fatal(err)
 	}
@@ -45,6 +51,9 @@ func TestAnalyticsDecisionQueued(t *testing.T) {
 	}
 	if n, d := count(t, pool, `SELECT coalesce(sum(decisions), 0)::int FROM analytics_decider_days`), count(t, pool, decisions); n != d {
 		t.Errorf("rollups count %d decisions of %d", n, d)
+	}
+	if n, c := count(t, pool, `SELECT coalesce(sum(closed), 0)::int FROM analytics_interrupts`), count(t, pool, `SELECT count(*) FROM interrupts WHERE status <> 'pending'`); n != c {
+		t.Errorf("rollups count %d closed interrupts of %d", n, c)
 	}
 }
 
