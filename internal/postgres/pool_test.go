@@ -1,0 +1,167 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/graph/graphtest"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+)
+
+// argRecorder keeps the SQL and arguments of every query and batched query
+// a pool sends.
+type argRecorder struct {
+	mu   sync.Mutex
+	sent []sentQuery
+}
+
+type sentQuery struct {
+	sql  string
+	args []any
+}
+
+func (r *argRecorder) add(sql string, args []any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sent = append(r.sent, sentQuery{sql, append([]any(nil), args...)})
+}
+
+func (r *argRecorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	r.add(d.SQL, d.Args)
+	return ctx
+}
+func (r *argRecorder) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *argRecorder) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+func (r *argRecorder) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	r.add(d.SQL, d.Args)
+}
+func (r *argRecorder) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// TestStoreArgumentsEncodeDirectly runs tasks through their steps, a gate
+// and a decision on a pool as ConfigurePool prepares it, and checks that
+// every argument the store passed has an encode plan of its own for its
+// parameter's type, in the format pgx picks for it. An argument pgx can
+// encode only through driver.Valuer (Value() → string → a failed binary
+// encode, its error built with fmt.Errorf → a text parse → the binary
+// encode) cost a dozen allocations per parameter per statement.
+func TestStoreArgumentsEncodeDirectly(t *testing.T) {
+	cfg, err := pgxpool.ParseConfig(pgtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	postgres.ConfigurePool(cfg)
+	rec := &argRecorder{}
+	cfg.ConnConfig.Tracer = rec
+	ctx := context.Background()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+
+	store := postgres.NewStore(pool)
+	e, err := graph.NewEngine(store, []graph.Workflow{graphtest.GateCycle(), graphtest.Linear(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, in := graphtest.RunToGate(t, e)
+	if _, err := e.Decide(ctx, task.ID, graph.DecisionInput{InterruptID: in.ID, Action: graph.ActionApprove, Task: task}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.Run(ctx, task.ID, 0); err != nil || out.Interrupt == nil {
+		t.Fatalf("run to the next gate: %+v %v", out, err)
+	}
+	if _, err := e.Create(ctx, graph.NewTask{Workflow: "linear"}); err != nil {
+		t.Fatal(err)
+	}
+	claims, err := store.Claim(ctx, "w1", 4, time.Minute)
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("claim: %v %v", claims, err)
+	}
+	if out, err := e.Run(ctx, claims[0].TaskID, claims[0].Fence); err != nil || out.Status != graph.StatusSucceeded {
+		t.Fatalf("run the claimed task: %+v %v", out, err)
+	}
+
+	// A connection of its own, without the tracer, to describe each query.
+	conn, err := pgx.Connect(ctx, pool.Config().ConnConfig.ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rec.mu.Lock()
+	sent := rec.sent
+	rec.mu.Unlock()
+	checked := map[string]bool{}
+	for _, q := range sent {
+		if len(q.args) == 0 {
+			continue
+		}
+		sd, err := conn.Prepare(ctx, "", q.sql)
+		if err != nil {
+			t.Fatalf("describe %q: %v", q.sql, err)
+		}
+		for i, arg := range q.args {
+			if i >= len(sd.ParamOIDs) {
+				break
+			}
+			if v := reflect.ValueOf(arg); !v.IsValid() || v.Kind() == reflect.Pointer && v.IsNil() {
+				continue // NULL: pgx sends it without a plan
+			}
+			oid := sd.ParamOIDs[i]
+			key := fmt.Sprintf("%d %T", oid, arg)
+			if checked[key] {
+				continue
+			}
+			checked[key] = true
+			if msg := encodesDirectly(t, pool, oid, arg); msg != "" {
+				t.Errorf("parameter $%d (%T, oid %d) of %.80q: %s", i+1, arg, oid, q.sql, msg)
+			}
+		}
+	}
+	if len(checked) < 10 {
+		t.Fatalf("only %d argument types seen: the tracer missed the store's queries", len(checked))
+	}
+}
+
+// encodesDirectly says what is wrong with the way a pool connection's type
+// map encodes arg for a parameter of type oid ("" when nothing is).
+func encodesDirectly(t *testing.T, pool *pgxpool.Pool, oid uint32, arg any) string {
+	t.Helper()
+	var msg string
+	err := pool.AcquireFunc(context.Background(), func(c *pgxpool.Conn) error {
+		m := c.Conn().TypeMap()
+		format := m.FormatCodeForOID(oid)
+		switch arg.(type) {
+		case string, *string:
+			format = pgx.TextFormatCode // as pgx's ExtendedQueryBuilder chooses
+		}
+		plan := m.PlanEncode(oid, format, arg)
+		if plan == nil {
+			msg = "no encode plan"
+			return nil
+		}
+		if name := fmt.Sprintf("%T", plan); name == "*pgtype.encodePlanDriverValuer" {
+			msg = "encoded through driver.Valuer"
+			return nil
+		}
+		if _, err := m.Encode(oid, format, arg, nil); err != nil {
+			msg = fmt.Sprintf("encode in format %d: %v", format, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msg
+}
