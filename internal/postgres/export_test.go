@@ -1,5 +1,7 @@
 package postgres
 
+import "time"
+
 // HoldCommits makes the store's committer look busy, so that commits queue
 // up instead of leaving; the returned release sends what queued, as one
 // group. Tests use it to make group commits happen deterministically.
@@ -25,3 +27,7 @@ func HoldCommits(s *Store) (pending func() int, release func()) {
 
 // OutboxPruneLockKey is the advisory lock a notification prune holds.
 const OutboxPruneLockKey = outboxPruneLockKey
+
+// SetCommitTimeout shortens the bound of the store's commits sent for a
+// context that cannot end, and of its batches.
+func SetCommitTimeout(s *Store, d time.Duration) { s.group.timeout = d }

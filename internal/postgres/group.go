@@ -57,6 +57,8 @@ type unit struct {
 type committer struct {
 	pool  *pgxpool.Pool
 	lanes int
+	// timeout: groupTimeout, shorter in tests.
+	timeout time.Duration
 
 	mu      sync.Mutex
 	pending []*unit
@@ -84,7 +86,7 @@ func (s *Store) CommitStats() CommitStats {
 func lanes() int { return max(2, runtime.GOMAXPROCS(0)) }
 
 func newCommitter(pool *pgxpool.Pool, lanes int) *committer {
-	return &committer{pool: pool, lanes: max(lanes, 1)}
+	return &committer{pool: pool, lanes: max(lanes, 1), timeout: groupTimeout}
 }
 
 // commit sends u, alone or with others, and returns its outcome. When ctx
@@ -100,13 +102,10 @@ func (g *committer) commit(ctx context.Context, u *unit) error {
 		g.mu.Unlock()
 		g.batches.Add(1)
 		g.commits.Add(1)
-		ectx := ctx
-		if ctx.Done() == nil {
-			var cancel context.CancelFunc
-			ectx, cancel = context.WithTimeout(ctx, groupTimeout)
-			defer cancel()
-		}
-		err := g.exec(ectx, []*unit{u})
+		// A ctx that cannot end (the engine's) gets the connection's
+		// deadline as its bound instead of a timeout context, which pgx
+		// would watch (context.AfterFunc) besides its timer.
+		err := g.exec(ctx, []*unit{u}, ctx.Done() == nil)
 		g.mu.Lock()
 		if len(g.pending) == 0 {
 			g.active--
@@ -157,15 +156,15 @@ func (g *committer) drive() {
 func (g *committer) send(units []*unit) {
 	g.batches.Add(1)
 	g.commits.Add(int64(len(units)))
-	// A batch serves several callers: no one caller's ctx may cancel it.
-	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
-	defer cancel()
-	err := g.exec(ctx, units)
+	// A batch serves several callers: no one caller's ctx may cancel it;
+	// the connection's deadline bounds it.
+	ctx := context.Background()
+	err := g.exec(ctx, units, true)
 	if err != nil && len(units) > 1 {
 		// Find the commit at fault: nothing of the batch was written.
 		g.splits.Add(1)
 		for _, u := range units {
-			u.done <- g.exec(ctx, []*unit{u})
+			u.done <- g.exec(ctx, []*unit{u}, true)
 		}
 		return
 	}
@@ -174,7 +173,10 @@ func (g *committer) send(units []*unit) {
 	}
 }
 
-func (g *committer) exec(ctx context.Context, units []*unit) error {
+// exec sends units in one batch; bound: with the connection's deadline
+// g.timeout away (a deadline that passes breaks the connection, which
+// the pool then drops, as a cancelled ctx does).
+func (g *committer) exec(ctx context.Context, units []*unit, bound bool) error {
 	b := &pgx.Batch{}
 	for _, u := range units {
 		if !u.settles {
@@ -196,5 +198,17 @@ func (g *committer) exec(ctx context.Context, units []*unit) error {
 	for _, u := range units {
 		u.queue(b)
 	}
-	return translate(g.pool.SendBatch(ctx, b).Close())
+	c, err := g.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	if bound {
+		nc := c.Conn().PgConn().Conn()
+		if err := nc.SetDeadline(time.Now().Add(g.timeout)); err != nil {
+			return err
+		}
+		defer nc.SetDeadline(time.Time{}) //nolint:errcheck // a broken connection is dropped at Release
+	}
+	return translate(c.SendBatch(ctx, b).Close())
 }

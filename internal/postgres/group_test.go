@@ -103,3 +103,54 @@ func TestGroupCommitIdleSendsAlone(t *testing.T) {
 		t.Fatalf("stats %+v; want one batch of one commit", st)
 	}
 }
+
+// A commit sent for a context that cannot end (the engine's) is still
+// bounded: when PostgreSQL does not answer in time (here the task's row is
+// locked by another transaction), it fails, nothing of it is written, its
+// connection is dropped, and the next run commits.
+func TestCommitWithoutCancelIsBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	store := postgres.NewStore(b.pool)
+	postgres.SetCommitTimeout(store, 300*time.Millisecond)
+	e, err := graph.NewEngine(store, []graph.Workflow{testGraph(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := e.Create(ctx, graph.NewTask{Workflow: "counter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.Exec(ctx, "SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE", task.ID); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = e.Run(ctx, task.ID, 0)
+	took := time.Since(start)
+	if err == nil {
+		t.Fatal("run committed through a locked task row")
+	}
+	if took < 300*time.Millisecond || took > 10*time.Second {
+		t.Fatalf("run failed after %v (%v); want the commit's bound, 300ms", took, err)
+	}
+	t.Logf("run failed after %v: %v", took, err)
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var events int
+	if err := b.pool.QueryRow(ctx, "SELECT count(*) FROM task_events WHERE task_id = $1 AND type <> 'task.created'", task.ID).Scan(&events); err != nil {
+		t.Fatal(err)
+	}
+	if events != 0 {
+		t.Fatalf("%d events written by the failed commit", events)
+	}
+	out, err := e.Run(ctx, task.ID, 0)
+	if err != nil || out.Status != graph.StatusWaiting {
+		t.Fatalf("run after the lock: %+v %v", out, err)
+	}
+}
