@@ -240,6 +240,9 @@ func (e *Engine) commit(ctx context.Context, c *Commit) error {
 	if err := e.cp.Commit(ctx, c); err != nil {
 		return fmt.Errorf("commit task %s: %w", c.TaskID, err)
 	}
+	if c.Before != nil {
+		e.publish(c.Before.Events)
+	}
 	e.publish(c.Events)
 	return nil
 }
@@ -496,7 +499,7 @@ func (x *execution[S]) loop(ctx context.Context, s S, c *Commit) (Outcome, error
 		// Deferred only under the fence the snapshot was read with: a
 		// writer that lost its lease must learn it before it runs a node,
 		// from the snapshot or else from this commit.
-		if c.Reason == "" && c.Raise == nil && len(c.Artifacts) == 0 && x.task.Fence == x.fence {
+		if c.Redoable && c.Raise == nil && len(c.Artifacts) == 0 && x.task.Fence == x.fence {
 			x.deferStart(ctx, c)
 		} else if err := x.save(ctx, c); err != nil {
 			return Outcome{}, err
@@ -638,13 +641,39 @@ func (x *execution[S]) fail(ctx context.Context, c *Commit, node string, iterati
 func (x *execution[S]) save(ctx context.Context, c *Commit) error {
 	if d := x.pending; d != nil {
 		x.pending = nil
-		if d.timer.Stop() {
+		switch {
+		case !d.timer.Stop():
+			if <-d.done; d.err != nil {
+				return d.err
+			}
+		case d.c.Checkpoint != nil:
+			// Not sent, and a checkpoint of its own (a decision applied):
+			// it goes first in this commit's transaction, its history row
+			// and events before this one's.
+			c.Before = d.c
+		default:
 			// Not sent: this commit carries the start first, in seq order.
 			c.Events = append(d.c.Events, c.Events...)
-		} else if <-d.done; d.err != nil {
-			return d.err
 		}
 	}
+	x.seal(c)
+	err := x.e.commit(ctx, c)
+	if err != nil {
+		for b := c; b != nil; b = b.Before {
+			if b.Checkpoint != nil {
+				x.cp.Step--
+			}
+		}
+	}
+	if err == nil && c.Status.Terminal() {
+		x.codec.release()
+	}
+	return err
+}
+
+// seal gives c its task, fence and position, and the current checkpoint
+// (as the next step) when its reason says the checkpoint changed.
+func (x *execution[S]) seal(c *Commit) {
 	c.TaskID, c.Fence = x.task.ID, x.fence
 	c.CurrentNode = x.cp.NextNode
 	if c.CurrentNode == END {
@@ -657,21 +686,14 @@ func (x *execution[S]) save(ctx context.Context, c *Commit) error {
 		cp.Iterations = maps.Clone(x.cp.Iterations)
 		c.Checkpoint = &cp
 	}
-	err := x.e.commit(ctx, c)
-	if err != nil && c.Reason != "" {
-		x.cp.Step--
-	}
-	if err == nil && c.Status.Terminal() {
-		x.codec.release()
-	}
-	return err
 }
 
-// deferStart commits c, a run's first node.started with nothing else,
-// after startCommitDelay unless a save takes it along before.
+// deferStart commits c, a redoable commit that announces a run's first
+// node (with the decision it applied, if any), after startCommitDelay
+// unless a save takes it along before: in its events, or as the commit
+// written first in the same transaction when c has a checkpoint.
 func (x *execution[S]) deferStart(ctx context.Context, c *Commit) {
-	c.TaskID, c.Fence = x.task.ID, x.fence
-	c.CurrentNode = x.cp.NextNode
+	x.seal(c)
 	d := &deferredStart{c: c, done: make(chan struct{})}
 	x.pending = d
 	d.timer = time.AfterFunc(x.e.startDelay, func() {

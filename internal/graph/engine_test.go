@@ -989,7 +989,9 @@ func TestSinkAndRegistry(t *testing.T) {
 	}
 }
 
-// commitLog is a checkpointer that records the event types of each commit.
+// commitLog is a checkpointer that records the event types of each commit;
+// those of a commit merged before it (Commit.Before) come first, marked
+// with a leading "before:" entry.
 type commitLog struct {
 	*graph.MemoryCheckpointer
 	mu      sync.Mutex
@@ -998,6 +1000,12 @@ type commitLog struct {
 
 func (l *commitLog) Commit(ctx context.Context, c *graph.Commit) error {
 	var types []string
+	if b := c.Before; b != nil {
+		types = append(types, "before:"+b.Reason)
+		for _, ev := range b.Events {
+			types = append(types, ev.Type)
+		}
+	}
 	for _, ev := range c.Events {
 		types = append(types, ev.Type)
 	}
@@ -1087,5 +1095,98 @@ func TestFirstStartCommitWaitsForItsNode(t *testing.T) {
 	}
 	if got := phases(l2.Events(task2.ID)); !slices.Equal(got, []string{"", "slow", "slow", ""}) {
 		t.Errorf("events %v", got)
+	}
+}
+
+// A decision applied on resume waits with its node's start, as a run's
+// first start does: a node that ends within the delay commits the
+// decision's checkpoint first in its own commit (both in the history, in
+// order); a slower node's decision is committed alone while it runs.
+func TestDecisionCommitWaitsForItsNode(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		delay time.Duration
+		slow  bool
+		want  [][]string
+	}{
+		{"fast", time.Hour, false, [][]string{{"before:decision", graph.EventNodeStarted,
+			graph.EventArtifactCreated, graph.EventNodeCompleted, graph.EventInterruptRaised, graph.EventTaskWaiting}}},
+		{"slow", time.Millisecond, true, [][]string{{graph.EventNodeStarted},
+			{graph.EventArtifactCreated, graph.EventNodeCompleted, graph.EventInterruptRaised, graph.EventTaskWaiting}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			entered, release := make(chan struct{}, 1), make(chan struct{})
+			work := func(_ context.Context, run *graph.NodeRun, s st) (st, error) {
+				if run.Node == "b" && tc.slow {
+					entered <- struct{}{}
+					<-release
+				}
+				s.N++
+				run.Artifact(run.Node+".md", "text/plain", "out")
+				return s, nil
+			}
+			again := func(s st, _ string, _ int) (st, error) { return s, nil }
+			g := compile(t, graph.New[st]("w").Node("a", work).Node("b", work).
+				Gate("a", graph.Gate[st]{Kind: "review", Artifact: "a.md", OnReject: again}).
+				Gate("b", graph.Gate[st]{Kind: "review", Artifact: "b.md", OnReject: again}).
+				Edge("a", "b").Edge("b", graph.END))
+			l := &commitLog{MemoryCheckpointer: graph.NewMemoryCheckpointer()}
+			eng, err := graph.NewEngine(l, []graph.Workflow{g}, graph.WithStartCommitDelay(tc.delay))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			task, err := eng.Create(ctx, graph.NewTask{Workflow: "w", Options: []byte(`{"gates":{}}`)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := eng.Run(ctx, task.ID, 0)
+			if err != nil || out.Interrupt == nil {
+				t.Fatalf("run to the gate: %+v %v", out, err)
+			}
+			if _, err := eng.Decide(ctx, task.ID, graph.DecisionInput{InterruptID: out.Interrupt.ID, Action: graph.ActionApprove}); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			n := len(l.log())
+			go func() {
+				out, err := eng.Run(ctx, task.ID, 0)
+				if err == nil && out.Interrupt == nil {
+					err = fmt.Errorf("no gate after b: %+v", out)
+				}
+				done <- err
+			}()
+			if tc.slow {
+				<-entered
+				deadline := time.Now().Add(5 * time.Second)
+				for len(l.log()) < n+1 && time.Now().Before(deadline) {
+					time.Sleep(time.Millisecond)
+				}
+				close(release)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if got := l.log()[n:]; !slices.EqualFunc(got, tc.want, slices.Equal) {
+				t.Fatalf("commits after the decision: %v, want %v", got, tc.want)
+			}
+			// start, a's run (at its gate), the decision (b next), b's run
+			// (at its gate).
+			hist := l.History(task.ID)
+			if len(hist) != 4 {
+				t.Fatalf("%d checkpoints in the history, want 4", len(hist))
+			}
+			for i, h := range hist {
+				if h.Step != i {
+					t.Fatalf("history step %d at %d", h.Step, i)
+				}
+			}
+			if d, b := hist[2], hist[3]; d.PendingInterrupt != "" || d.LastNode != "a" || d.NextNode != "b" ||
+				b.PendingInterrupt == "" || b.LastNode != "b" {
+				t.Fatalf("decision checkpoint %+v, then %+v", d, b)
+			}
+		})
 	}
 }

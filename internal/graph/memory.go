@@ -67,6 +67,16 @@ func (m *MemoryCheckpointer) Load(_ context.Context, taskID string) (*Snapshot, 
 func (m *MemoryCheckpointer) Commit(_ context.Context, c *Commit) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if b := c.Before; b != nil {
+		// Same task and fence: when the first fails, nothing is written.
+		if err := m.commit(b); err != nil {
+			return err
+		}
+	}
+	return m.commit(c)
+}
+
+func (m *MemoryCheckpointer) commit(c *Commit) error {
 	now := time.Now()
 	if c.Create != nil {
 		t := *c.Create

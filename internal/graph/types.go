@@ -326,6 +326,12 @@ type Commit struct {
 	// retry notice). A Checkpointer may make it durable lazily: it must
 	// never become durable after a later commit of the same task.
 	Redoable bool
+
+	// Before, when set, is an earlier commit of the same task and fence
+	// that was held back (a decision applied, while its node ran): it is
+	// written first, in the same transaction, its checkpoint appended to
+	// the history before this one's and its events given the lower seqs.
+	Before *Commit
 }
 
 // Checkpointer persists tasks. Implementations must make Commit atomic.

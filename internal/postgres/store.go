@@ -176,16 +176,55 @@ func (s *Store) snapshot(taskID string, held []blob, row dbsqlc.TaskSnapshotRow,
 // Commit implements graph.Checkpointer: every write of c travels in one
 // batch, which PostgreSQL runs as one implicit transaction — one round trip
 // and one commit per node run, shared with the commits of other tasks that
-// arrive while the store is busy (group.go).
+// arrive while the store is busy (group.go). A commit held back and merged
+// into c (c.Before) is written first in the same batch: two fenced
+// statements, one transaction.
 func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
+	w, err := s.prepareCommit(ctx, c)
+	if err != nil {
+		return err
+	}
+	u := &unit{redoable: c.Redoable, settles: w.settles, queue: w.queue}
+	var before *commitWork
+	if b := c.Before; b != nil {
+		if b.TaskID != c.TaskID || b.Fence != c.Fence {
+			return fmt.Errorf("commit task %s: a commit merged before it must have its task and fence", c.TaskID)
+		}
+		if before, err = s.prepareCommit(ctx, b); err != nil {
+			return err
+		}
+		u.redoable = u.redoable && b.Redoable
+		u.settles = u.settles && before.settles
+		u.queue = func(batch *pgx.Batch) {
+			before.queue(batch)
+			w.queue(batch)
+		}
+	}
+	if err := s.group.commit(ctx, u); err != nil {
+		return err
+	}
+	var notes []note
+	var notices []notify.Delivery
+	if before != nil {
+		notes, notices = before.finish(nil, nil)
+	}
+	notes, notices = w.finish(notes, notices)
+	s.announce(ctx, notes...)
+	s.outboxWritten(ctx, notices)
+	return nil
+}
+
+// prepareCommit turns c into the statements of its commit (w.queue) and
+// what is done once they are committed (w.finish).
+func (s *Store) prepareCommit(ctx context.Context, c *graph.Commit) (*commitWork, error) {
 	id, ok := parseID(c.TaskID)
 	if !ok {
-		return graph.ErrTaskNotFound
+		return nil, graph.ErrTaskNotFound
 	}
 	n := len(c.Events)
 	if n == 0 {
 		// The fence check rides on the first event's seq (TaskCommit).
-		return fmt.Errorf("commit task %s: a commit needs at least one event", c.TaskID)
+		return nil, fmt.Errorf("commit task %s: a commit needs at least one event", c.TaskID)
 	}
 	p := dbsqlc.TaskCommitParams{ID: id, Fence: c.Fence, Status: string(c.Status),
 		CurrentNode: c.CurrentNode, Result: c.Result, Error: c.Error, Events: eventsJSON(c.Events)}
@@ -198,7 +237,7 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 		var put []blob
 		var err error
 		if p.State, p.StateRefs, put, allBlobs, err = s.prepareState(c.TaskID, c.Fence, cp.State, cp.Fields); err != nil {
-			return err
+			return nil, err
 		}
 		if len(put) > 0 {
 			blobs = &dbsqlc.StateBlobsPutParams{TaskID: id, Hashes: make([][]byte, len(put)), BlobValues: make([]string, len(put))}
@@ -211,12 +250,12 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 		if len(cp.Answers) == 0 {
 			p.Answers = emptyArray
 		} else if p.Answers, err = json.Marshal(cp.Answers); err != nil {
-			return err
+			return nil, err
 		}
 		if cp.PendingInterrupt != "" {
 			pid, ok := parseID(cp.PendingInterrupt)
 			if !ok {
-				return fmt.Errorf("commit task %s: bad pending interrupt id %q", c.TaskID, cp.PendingInterrupt)
+				return nil, fmt.Errorf("commit task %s: bad pending interrupt id %q", c.TaskID, cp.PendingInterrupt)
 			}
 			p.PendingInterruptID = &pid
 		}
@@ -235,15 +274,15 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 	if r := c.Raise; r != nil {
 		rid, ok := parseID(r.ID)
 		if !ok {
-			return fmt.Errorf("commit task %s: bad interrupt id %q", c.TaskID, r.ID)
+			return nil, fmt.Errorf("commit task %s: bad interrupt id %q", c.TaskID, r.ID)
 		}
 		payload, err := json.Marshal(r.Payload)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		sha, err := jcs.SHA256Hex(payload)
 		if err != nil {
-			return fmt.Errorf("commit task %s: payload hash: %w", c.TaskID, err)
+			return nil, fmt.Errorf("commit task %s: payload hash: %w", c.TaskID, err)
 		}
 		r.PayloadSHA256 = sha
 		ip = &dbsqlc.InterruptInsertParams{ID: rid, TaskID: id, Node: r.Node, Kind: r.Kind,
@@ -262,9 +301,13 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 	// The statements of one commit; results are read in queue order, and
 	// the callbacks fill in w's seqs and versions. One allocation holds
 	// what the callbacks share (each variable they captured was one).
-	w := &commitWork{p: p, seqs: make([]int64, 0, n)}
+	w := &commitWork{s: s, c: c, p: p, seqs: make([]int64, 0, n), allBlobs: allBlobs}
 	oev := commitEvent(c)
-	u := &unit{redoable: c.Redoable, settles: blobs == nil && ap == nil && ip == nil && oev == nil && tp == nil, queue: func(b *pgx.Batch) {
+	if tp != nil {
+		w.due = slices.MinFunc(tp.DueAts, func(a, b time.Time) int { return a.Compare(b) })
+	}
+	w.settles = blobs == nil && ap == nil && ip == nil && oev == nil && tp == nil
+	w.queue = func(b *pgx.Batch) {
 		if t := c.Create; t != nil {
 			dbsqlc.Queue(b, func(q *dbsqlc.Queries) error {
 				return q.TaskInsert(ctx, taskInsertParams(id, t))
@@ -297,13 +340,32 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 		if tp != nil {
 			dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TimersInsert(ctx, *tp) })
 		}
-	}}
-	if err := s.group.commit(ctx, u); err != nil {
-		return err
 	}
+	return w, nil
+}
+
+// commitWork is one commit prepared: its statements (queue), what their
+// result callbacks fill in, and what finish does once they are committed.
+type commitWork struct {
+	s        *Store
+	c        *graph.Commit
+	p        dbsqlc.TaskCommitParams
+	settles  bool
+	queue    func(b *pgx.Batch)
+	allBlobs []blob
+	due      time.Time // the earliest timer written, if any
+	seqs     []int64
+	versions []int32
+	notices  []notify.Delivery
+}
+
+// finish gives the committed c its seqs and artifact versions, keeps the
+// blobs it holds, and appends its announcements and deliveries.
+func (w *commitWork) finish(notes []note, notices []notify.Delivery) ([]note, []notify.Delivery) {
+	s, c := w.s, w.c
 	if c.Checkpoint != nil {
 		if !c.Status.Terminal() {
-			s.blobs.put(c.TaskID, c.Fence, allBlobs)
+			s.blobs.put(c.TaskID, c.Fence, w.allBlobs)
 		} else {
 			// Ended: its blobs may be pruned, and no run needs them.
 			s.blobs.forget(c.TaskID)
@@ -321,30 +383,18 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 			c.Artifacts[i].Version = int(w.versions[i])
 		}
 	}
-	notes := []note{{task: c.TaskID, first: seqs[0], last: seqs[len(seqs)-1]}}
-	if tp != nil {
-		due := slices.MinFunc(tp.DueAts, func(a, b time.Time) int { return a.Compare(b) })
+	notes = append(notes, note{task: c.TaskID, first: seqs[0], last: seqs[len(seqs)-1]})
+	if !w.due.IsZero() {
 		if s.onTimer != nil {
-			s.onTimer(due)
+			s.onTimer(w.due)
 		}
 		// Other replicas' keepers may sleep past it.
-		notes = append(notes, note{timer: due})
+		notes = append(notes, note{timer: w.due})
 	}
 	if c.Create != nil {
 		notes = append(notes, note{task: c.TaskID, at: seqs[len(seqs)-1]})
 	}
-	s.announce(ctx, notes...)
-	s.outboxWritten(ctx, w.notices)
-	return nil
-}
-
-// commitWork is what a commit's queued statements and their result
-// callbacks share.
-type commitWork struct {
-	p        dbsqlc.TaskCommitParams
-	seqs     []int64
-	versions []int32
-	notices  []notify.Delivery
+	return notes, append(notices, w.notices...)
 }
 
 // readSeqs reads TaskCommit's seqs into w.seqs, overwriting (a batch that
