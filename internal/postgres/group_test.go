@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -106,8 +107,11 @@ func TestGroupCommitIdleSendsAlone(t *testing.T) {
 
 // A commit sent for a context that cannot end (the engine's) is still
 // bounded: when PostgreSQL does not answer in time (here the task's row is
-// locked by another transaction), it fails, nothing of it is written, its
-// connection is dropped, and the next run commits.
+// locked by another transaction), it fails, its connection is dropped, and
+// the task runs on afterwards. As after a cancelled context, the statement
+// already sent may still commit on the server once the lock is gone (pgx's
+// default on cancel is the same deadline, without a cancel request); the
+// fence and the checkpoint's keys make either outcome safe.
 func TestCommitWithoutCancelIsBounded(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -135,19 +139,27 @@ func TestCommitWithoutCancelIsBounded(t *testing.T) {
 	if err == nil {
 		t.Fatal("run committed through a locked task row")
 	}
-	if took < 300*time.Millisecond || took > 10*time.Second {
-		t.Fatalf("run failed after %v (%v); want the commit's bound, 300ms", took, err)
+	if !errors.Is(err, os.ErrDeadlineExceeded) || took < 300*time.Millisecond || took > 10*time.Second {
+		t.Fatalf("run failed after %v (%v); want an i/o timeout after the commit's bound, 300ms", took, err)
 	}
-	t.Logf("run failed after %v: %v", took, err)
 	if err := lock.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var events int
-	if err := b.pool.QueryRow(ctx, "SELECT count(*) FROM task_events WHERE task_id = $1 AND type <> 'task.created'", task.ID).Scan(&events); err != nil {
-		t.Fatal(err)
-	}
-	if events != 0 {
-		t.Fatalf("%d events written by the failed commit", events)
+	// The abandoned backend finishes its statement (and exits on its
+	// closed socket) once the lock is gone.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var busy int
+		if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND state <> 'idle'`).Scan(&busy); err != nil {
+			t.Fatal(err)
+		}
+		if busy == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d backends still busy", busy)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	out, err := e.Run(ctx, task.ID, 0)
 	if err != nil || out.Status != graph.StatusWaiting {
