@@ -92,22 +92,52 @@ FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit,
 -- TaskClaim takes up to max runnable tasks for owner: queued ones, and
 -- running ones whose lease expired (their worker died). The fence moves on,
 -- so a worker that still believes it holds the lease can write nothing.
+-- Each claimed task comes with what TaskSnapshot reads of it (the same
+-- columns in the same order; no blob value left out), then its event seq:
+-- its run starts from this snapshot, without a round trip to load it. The
+-- task's columns are the claim's RETURNING (its new status and fence); the
+-- checkpoint, interrupt and decision are not written by the claim.
 -- name: TaskClaim :many
-UPDATE tasks
-SET status           = 'running',
-    lease_owner      = sqlc.arg(owner)::text,
-    last_owner       = sqlc.arg(owner)::text,
-    lease_expires_at = now() + sqlc.arg(ttl_seconds)::float8 * interval '1 second',
-    lease_fence      = lease_fence + 1
-WHERE id IN (
-    SELECT c.id FROM tasks c
-    WHERE c.status IN ('queued', 'running') -- tasks_runnable_idx
-      AND (c.status = 'queued' OR c.lease_expires_at IS NULL OR c.lease_expires_at < now())
-    ORDER BY c.created_at, c.id
-    LIMIT sqlc.arg(max_tasks)::int
-    FOR UPDATE SKIP LOCKED
+WITH claimed AS (
+    UPDATE tasks
+    SET status           = 'running',
+        lease_owner      = sqlc.arg(owner)::text,
+        last_owner       = sqlc.arg(owner)::text,
+        lease_expires_at = now() + sqlc.arg(ttl_seconds)::float8 * interval '1 second',
+        lease_fence      = lease_fence + 1
+    WHERE id IN (
+        SELECT c.id FROM tasks c
+        WHERE c.status IN ('queued', 'running') -- tasks_runnable_idx
+          AND (c.status = 'queued' OR c.lease_expires_at IS NULL OR c.lease_expires_at < now())
+        ORDER BY c.created_at, c.id
+        LIMIT sqlc.arg(max_tasks)::int
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING id, workflow, title, input, options, status, current_node, result, error,
+              created_by, created_at, updated_at, completed_at, lease_fence, event_seq
 )
-RETURNING id, lease_fence, event_seq;
+SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error,
+       t.created_by, t.created_at, t.updated_at, t.completed_at, t.lease_fence,
+       c.state, c.last_node_id, c.step, c.next_node_id, c.iterations, c.answers, c.pending_interrupt_id,
+       c.updated_at AS checkpoint_updated_at, c.state_refs, sb.keys AS blob_keys, sb.vals AS blob_values,
+       i.task_id AS i_task_id, i.node AS i_node, i.kind AS i_kind, i.iteration AS i_iteration,
+       i.payload AS i_payload, i.status AS i_status, i.created_at AS i_created_at, i.resolved_at AS i_resolved_at,
+       d.id AS d_id, d.action AS d_action, d.feedback AS d_feedback, d.value AS d_value,
+       d.decided_by AS d_decided_by, d.decided_at AS d_decided_at,
+       t.event_seq
+FROM claimed t
+-- LIMIT 1 (task_id is the key) keeps the subquery from being pulled up into
+-- a join the planner may hash over the whole table: a claim reads a few
+-- checkpoints by key.
+JOIN LATERAL (SELECT * FROM workflow_checkpoints wc WHERE wc.task_id = t.id LIMIT 1) c ON true
+LEFT JOIN LATERAL (SELECT array_agg(r.key ORDER BY r.key)::text[] AS keys,
+                          array_agg(b.value ORDER BY r.key)::text[] AS vals
+                   FROM jsonb_each_text(c.state_refs) r
+                   JOIN state_blobs b ON b.task_id = c.task_id AND b.hash = decode(r.value, 'hex')
+                   -- a one-time filter, as TaskSnapshot's
+                   WHERE c.state_refs <> '{}'::jsonb) sb ON true
+LEFT JOIN interrupts i ON i.id = c.pending_interrupt_id
+LEFT JOIN decisions d ON d.interrupt_id = c.pending_interrupt_id;
 
 -- TaskClaimOne is TaskClaim for one task: `gatehouse run` executes only the
 -- task it follows.

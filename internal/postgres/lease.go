@@ -21,6 +21,16 @@ type Claim struct {
 	// Seq is the task's last event seq when it was claimed: the claim
 	// consumed every runnable announcement up to it.
 	Seq int64
+	// Snapshot is the task as the claim read it under the new fence (what
+	// LoadRun would return), or nil: the run loads the task itself.
+	Snapshot *graph.Snapshot
+}
+
+// claimRow is a TaskClaim row: TaskSnapshot's columns, then the event seq
+// (TestClaimRowIsSnapshotRow keeps the two queries' columns in step).
+type claimRow struct {
+	dbsqlc.TaskSnapshotRow
+	EventSeq int64
 }
 
 // asyncBatch is a batch, one implicit transaction, that commits without
@@ -45,15 +55,20 @@ func asyncBatch(ctx context.Context, generic bool) *pgx.Batch {
 // was given. Any later synchronous commit flushes the claim with it, as
 // WAL is flushed in order. This takes the claim's fsync (most of its
 // latency on a busy disk) off the path of every task start.
+//
+// Each claim carries its task's snapshot, read by the claim's statement, so
+// that its run needs no TaskSnapshot round trip. A snapshot that cannot be
+// made is left out (nil): the run loads the task and meets the same error,
+// which fails the task as for any run.
 func (s *Store) Claim(ctx context.Context, owner string, max int, ttl time.Duration) ([]Claim, error) {
-	var rows []dbsqlc.TaskClaimRow
+	var rows []claimRow
 	b := asyncBatch(ctx, false)
 	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error {
 		_, err := q.TaskClaim(ctx, dbsqlc.TaskClaimParams{Owner: owner, TtlSeconds: ttl.Seconds(), MaxTasks: int32(max)})
 		return err
 	}).Query(func(r pgx.Rows) error {
 		var err error
-		rows, err = pgx.CollectRows(r, pgx.RowToStructByPos[dbsqlc.TaskClaimRow])
+		rows, err = pgx.CollectRows(r, pgx.RowToStructByPos[claimRow])
 		return err
 	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
@@ -61,7 +76,12 @@ func (s *Store) Claim(ctx context.Context, owner string, max int, ttl time.Durat
 	}
 	out := make([]Claim, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, Claim{TaskID: r.ID.String(), Fence: r.LeaseFence, Seq: r.EventSeq})
+		id := r.ID.String()
+		c := Claim{TaskID: id, Fence: r.LeaseFence, Seq: r.EventSeq}
+		if snap, err := s.snapshot(id, nil, r.TaskSnapshotRow, true); err == nil {
+			c.Snapshot = snap
+		}
+		out = append(out, c)
 	}
 	return out, nil
 }

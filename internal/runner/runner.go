@@ -283,7 +283,7 @@ func (r *Runner) claim() (more, full bool) {
 	}
 	for _, c := range claims {
 		r.mu.Lock()
-		r.startLocked(c, nil)
+		r.startLocked(c, c.Snapshot)
 		r.mu.Unlock()
 	}
 	return len(claims) == free, false
