@@ -150,3 +150,25 @@ SELECT i.id, i.task_id, i.node, i.kind, i.iteration, i.payload, i.status, i.crea
     ORDER BY d.decided_at DESC LIMIT 1), '')::text AS feedback
 FROM interrupts i
 WHERE i.id = @id;
+
+-- LGRunInsertResume is LGRunInsert for a resume, sent in the same round
+-- trip as the read of the task it resumes (TaskWithPending): the run is
+-- written only when the task waits and runs the run's graph, which a
+-- resume needs anyway (the caller deletes it when it refuses the resume
+-- for another reason). No row: not written. A second active run of the
+-- thread violates lg_runs_one_active_idx.
+-- name: LGRunInsertResume :one
+WITH t AS (
+    SELECT id, created_by, created_at, event_seq FROM tasks
+    WHERE tasks.id = sqlc.arg(thread_id)::uuid AND status = 'waiting' AND workflow = @workflow::text
+), adopt AS (
+    INSERT INTO lg_threads (id, metadata, created_by, created_at)
+    SELECT t.id, @adopt_metadata::jsonb, t.created_by, t.created_at FROM t
+    ON CONFLICT (id) DO NOTHING
+)
+INSERT INTO lg_runs (id, thread_id, assistant_id, after_seq, start_step, metadata, kwargs, multitask_strategy, created_by)
+SELECT sqlc.arg(id)::uuid, t.id, sqlc.arg(assistant_id)::uuid, t.event_seq,
+       COALESCE((SELECT c.step FROM workflow_checkpoints c WHERE c.task_id = t.id), 0),
+       sqlc.arg(metadata)::jsonb, sqlc.arg(kwargs)::jsonb, sqlc.arg(multitask_strategy)::text, sqlc.arg(created_by)::text
+FROM t
+RETURNING *;

@@ -230,3 +230,37 @@ func TestTwoApprovers(t *testing.T) {
 		}
 	}
 }
+
+// A resume's run is written with the read of its task (one round trip);
+// a resume refused after that (an answer the interrupt cannot take, a
+// decider the policy refuses) leaves no run behind, and the next resume
+// of the thread is not refused as busy.
+func TestRefusedResumeLeavesNoRun(t *testing.T) {
+	t.Parallel()
+	s := setup(t, auth.NewPolicy(nil, []string{"prd"}))
+	thread := s.newThread(t)
+	if r := s.do(t, http.MethodPost, "/threads/"+thread+"/runs", gated("Refused resumes")); r.status != http.StatusOK {
+		t.Fatalf("start: %d %s", r.status, r.body)
+	}
+	s.waitStatus(t, thread, "interrupted")
+	before := s.counts(t)
+	for _, resume := range []any{
+		[]any{map[string]any{"type": "bogus"}},
+		// the task's creator, under separation of duties
+		[]any{map[string]any{"type": "accept"}},
+	} {
+		r := s.do(t, http.MethodPost, "/threads/"+thread+"/runs/stream", map[string]any{"assistant_id": "feature",
+			"command": map[string]any{"resume": resume}})
+		if r.status < 400 || r.status >= 500 {
+			t.Fatalf("resume %v: %d %s, want a refusal", resume, r.status, r.body)
+		}
+		if after := s.counts(t); !maps.Equal(after, before) {
+			t.Fatalf("resume %v refused but changed rows: %v → %v", resume, before, after)
+		}
+	}
+	r := s.do(t, http.MethodPost, "/threads/"+thread+"/runs/wait", map[string]any{"assistant_id": "feature",
+		"command": map[string]any{"resume": map[string]any{"type": "response", "args": "Say who may export"}}})
+	if r.status != http.StatusOK {
+		t.Fatalf("a resume after refused ones: %d %s", r.status, r.body)
+	}
+}

@@ -235,9 +235,20 @@ func (a *API) start(c echo.Context) (*postgres.LGRun, []string, *graph.Task, err
 
 	ctx := c.Request().Context()
 	who := principalOf(c)
+	run := &postgres.LGRun{ID: graph.NewID(), ThreadID: strings.ToLower(threadID), AssistantID: as.AssistantID, Metadata: md,
+		Kwargs: kwargs, MultitaskStrategy: strategy, CreatedBy: who.Name}
+	// A refused start leaves no run behind.
+	undo := func(cause error) error {
+		if derr := a.store.LGDeleteRun(context.WithoutCancel(ctx), run.ID); derr != nil {
+			a.log.Error("langgraph: delete refused run", "run", run.ID, "error", derr)
+		}
+		return cause
+	}
 	var v *view
+	// started: a resume's run was written with the read of its task.
+	started := false
 	if hasResume {
-		v, err = a.loadResumable(ctx, threadID)
+		v, started, err = a.loadResumable(ctx, threadID, as, run)
 	} else {
 		v, err = a.loadTask(ctx, threadID)
 	}
@@ -249,18 +260,16 @@ func (a *API) start(c echo.Context) (*postgres.LGRun, []string, *graph.Task, err
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if err := mayRead(c, v); err != nil {
-		return nil, nil, nil, err
-	}
-	run := &postgres.LGRun{ID: graph.NewID(), ThreadID: v.th.ID, AssistantID: as.AssistantID, Metadata: md, Kwargs: kwargs,
-		MultitaskStrategy: strategy, CreatedBy: who.Name}
-	// A refused start leaves no run behind.
-	undo := func(cause error) error {
-		if derr := a.store.LGDeleteRun(context.WithoutCancel(ctx), run.ID); derr != nil {
-			a.log.Error("langgraph: delete refused run", "run", run.ID, "error", derr)
+	refuse := func(cause error) error {
+		if started {
+			return undo(cause)
 		}
 		return cause
 	}
+	if err := mayRead(c, v); err != nil {
+		return nil, nil, nil, refuse(err)
+	}
+	run.ThreadID = v.th.ID
 	switch {
 	case hasInput:
 		if v.task != nil {
@@ -281,26 +290,28 @@ func (a *API) start(c echo.Context) (*postgres.LGRun, []string, *graph.Task, err
 		a.wakeRunner()
 	case hasResume:
 		if v.task == nil || v.task.Status != graph.StatusWaiting || v.pending == nil {
-			return nil, nil, nil, conflict("thread %s is %s, not interrupted: there is nothing to resume", v.th.ID, v.status())
+			return nil, nil, nil, refuse(conflict("thread %s is %s, not interrupted: there is nothing to resume", v.th.ID, v.status()))
 		}
 		if v.task.Workflow != as.GraphID {
-			return nil, nil, nil, unprocessable("assistant_id: the thread's task runs %s, not %s", v.task.Workflow, as.GraphID)
+			return nil, nil, nil, refuse(unprocessable("assistant_id: the thread's task runs %s, not %s", v.task.Workflow, as.GraphID))
 		}
 		in, err := decisionOf(req.Command.Resume, v.pending)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, refuse(err)
 		}
 		if err := a.decider.MayDecide(who, v.task, v.pending); err != nil {
-			// Refused before anything is written; the Decider audits its
-			// own refusals, so ask it to refuse (and record) this one.
+			// Refused before the decision; the Decider audits its own
+			// refusals, so ask it to refuse (and record) this one.
 			_, derr := a.decider.DecideOn(ctx, who, auth.Subject{Task: v.task, Interrupt: v.pending}, in)
 			if derr == nil {
 				derr = err
 			}
-			return nil, nil, nil, derr
+			return nil, nil, nil, refuse(derr)
 		}
-		if err := a.store.LGCreateRun(ctx, run, adoption(v)); err != nil {
-			return nil, nil, nil, err
+		if !started {
+			if err := a.store.LGCreateRun(ctx, run, adoption(v)); err != nil {
+				return nil, nil, nil, err
+			}
 		}
 		lease, settle := a.offerWorker()
 		in.Lease = lease
@@ -353,23 +364,27 @@ func adoption(v *view) json.RawMessage {
 	return v.th.Metadata
 }
 
-// loadResumable reads what a resume needs in one statement: the task and
-// its pending interrupt (its thread's row is written, if missing, with the
-// run). A thread without a task is read as such (to refuse it).
-func (a *API) loadResumable(ctx context.Context, threadID string) (*view, error) {
+// loadResumable reads what a resume by run of assistant as needs in one
+// round trip: the task and its pending interrupt, and with them the run's
+// row (with its thread's row, if missing), written when the task waits and
+// runs as's graph (started). A thread without a task is read as such (to
+// refuse it).
+func (a *API) loadResumable(ctx context.Context, threadID string, as *assistant, run *postgres.LGRun) (*view, bool, error) {
 	if _, err := uuid.Parse(threadID); err != nil {
-		return nil, unprocessable("thread_id: %s is not a UUID", quote(threadID))
+		return nil, false, unprocessable("thread_id: %s is not a UUID", quote(threadID))
 	}
-	t, pending, err := a.store.TaskWithPending(ctx, threadID)
+	adopt, _ := json.Marshal(map[string]string{"graph_id": as.GraphID, "assistant_id": AssistantID(as.GraphID)})
+	t, pending, started, err := a.store.TaskWithPendingResuming(ctx, as.GraphID, run, adopt)
 	if errors.Is(err, graph.ErrTaskNotFound) {
-		return a.loadTask(ctx, threadID)
+		v, err := a.loadTask(ctx, threadID)
+		return v, false, err
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	md, _ := json.Marshal(map[string]string{"graph_id": t.Workflow, "assistant_id": AssistantID(t.Workflow)})
 	return &view{th: &postgres.LGThread{ID: t.ID, Metadata: md, TaskStatus: t.Status, Workflow: t.Workflow,
-		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}, task: t, pending: pending}, nil
+		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}, task: t, pending: pending}, started, nil
 }
 
 func runLocation(r *postgres.LGRun) string {

@@ -202,9 +202,7 @@ func (s *Store) LGCreateRun(ctx context.Context, r *LGRun, adopt json.RawMessage
 	if err != nil {
 		return fmt.Errorf("create run: %w", err)
 	}
-	*r = *runFromRow(dbsqlc.LGRunGetRow{ID: row.ID, ThreadID: row.ThreadID, AssistantID: row.AssistantID, Status: row.Status,
-		AfterSeq: row.AfterSeq, EndSeq: row.EndSeq, StartStep: row.StartStep, Metadata: row.Metadata, Kwargs: row.Kwargs,
-		MultitaskStrategy: row.MultitaskStrategy, CreatedBy: row.CreatedBy, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt})
+	*r = *runFromInsert(row)
 	return nil
 }
 
@@ -310,6 +308,14 @@ func (s *Store) LGRuns(ctx context.Context, threadID, status string, limit, offs
 	return out, nil
 }
 
+// runFromInsert is the run a row written by LGRunInsert or
+// LGRunInsertResume holds.
+func runFromInsert(row dbsqlc.LgRun) *LGRun {
+	return runFromRow(dbsqlc.LGRunGetRow{ID: row.ID, ThreadID: row.ThreadID, AssistantID: row.AssistantID, Status: row.Status,
+		AfterSeq: row.AfterSeq, EndSeq: row.EndSeq, StartStep: row.StartStep, Metadata: row.Metadata, Kwargs: row.Kwargs,
+		MultitaskStrategy: row.MultitaskStrategy, CreatedBy: row.CreatedBy, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt})
+}
+
 func runFromRow(r dbsqlc.LGRunGetRow) *LGRun {
 	out := &LGRun{ID: r.ID.String(), ThreadID: r.ThreadID.String(), AssistantID: r.AssistantID.String(), Status: r.Status,
 		AfterSeq: r.AfterSeq, EndSeq: r.EndSeq, StartStep: int(r.StartStep), Metadata: r.Metadata, Kwargs: r.Kwargs,
@@ -398,4 +404,59 @@ func (s *Store) LGLastRejection(ctx context.Context, taskID, node, interruptID s
 		return "", fmt.Errorf("last rejection of %s at %s: %w", taskID, node, err)
 	}
 	return fb, nil
+}
+
+// TaskWithPendingResuming is TaskWithPending for a resume of the task by
+// the run r of graph workflow: the run's row (LGRunInsertResume) travels
+// in the same round trip, after the read, and is written only when the
+// task waits and runs workflow. started says whether it was; when it was
+// not (the task does not wait, runs another graph, or the thread has an
+// active run: ErrThreadBusy is LGCreateRun's to sort out), the caller
+// refuses the resume or writes the run with LGCreateRun. Like LGCreateRun
+// it commits without waiting for its flush: the decision that follows
+// flushes it. Errors: graph.ErrTaskNotFound.
+func (s *Store) TaskWithPendingResuming(ctx context.Context, workflow string, r *LGRun, adopt json.RawMessage) (
+	task *graph.Task, pending *graph.Interrupt, started bool, err error) {
+	tid, ok1 := parseID(r.ThreadID)
+	id, ok2 := parseID(r.ID)
+	aid, ok3 := parseID(r.AssistantID)
+	if !ok1 || !ok2 || !ok3 {
+		return nil, nil, false, graph.ErrTaskNotFound
+	}
+	p := dbsqlc.LGRunInsertResumeParams{ID: id, ThreadID: tid, AssistantID: aid, Metadata: emptyObject(r.Metadata),
+		Kwargs: emptyObject(r.Kwargs), MultitaskStrategy: r.MultitaskStrategy, CreatedBy: r.CreatedBy, Workflow: workflow,
+		AdoptMetadata: emptyObject(adopt)}
+	var read dbsqlc.TaskWithPendingRow
+	var readErr, insErr error
+	var row dbsqlc.LgRun
+	b := asyncBatch(ctx, false)
+	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.TaskWithPending(ctx, tid); return err }).
+		QueryRow(func(r pgx.Row) error {
+			read, readErr = dbsqlc.FromRow(r).TaskWithPending(ctx, tid)
+			return nil
+		})
+	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.LGRunInsertResume(ctx, p); return err }).
+		QueryRow(func(r pgx.Row) error {
+			row, insErr = dbsqlc.FromRow(r).LGRunInsertResume(ctx, p)
+			return nil
+		})
+	berr := s.pool.SendBatch(ctx, b).Close()
+	switch {
+	case errors.Is(readErr, pgx.ErrNoRows):
+		return nil, nil, false, graph.ErrTaskNotFound
+	case readErr != nil:
+		return nil, nil, false, fmt.Errorf("get task %s: %w", r.ThreadID, readErr)
+	case insErr != nil && !errors.Is(insErr, pgx.ErrNoRows) && !isUniqueViolation(insErr):
+		return nil, nil, false, fmt.Errorf("create run: %w", insErr)
+	case berr != nil && !isUniqueViolation(berr):
+		return nil, nil, false, fmt.Errorf("get task %s: %w", r.ThreadID, berr)
+	}
+	task, pending, err = joinedTask(read.Task, joinedInterrupt{read.IID, read.ITaskID, read.INode, read.IKind, read.IIteration,
+		read.IPayload, read.IStatus, read.ICreatedAt, read.IResolvedAt, read.IDeadlineAt, read.IOverdue, read.IEscalationLevel,
+		read.IClaimedBy, read.IClaimExpiresAt, read.IPayloadSha256})
+	if err != nil || insErr != nil {
+		return task, pending, false, err
+	}
+	*r = *runFromInsert(row)
+	return task, pending, true, nil
 }

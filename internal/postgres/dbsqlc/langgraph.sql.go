@@ -238,6 +238,72 @@ func (q *Queries) LGRunInsert(ctx context.Context, arg LGRunInsertParams) (LgRun
 	return i, err
 }
 
+const lGRunInsertResume = `-- name: LGRunInsertResume :one
+WITH t AS (
+    SELECT id, created_by, created_at, event_seq FROM tasks
+    WHERE tasks.id = $7::uuid AND status = 'waiting' AND workflow = $8::text
+), adopt AS (
+    INSERT INTO lg_threads (id, metadata, created_by, created_at)
+    SELECT t.id, $9::jsonb, t.created_by, t.created_at FROM t
+    ON CONFLICT (id) DO NOTHING
+)
+INSERT INTO lg_runs (id, thread_id, assistant_id, after_seq, start_step, metadata, kwargs, multitask_strategy, created_by)
+SELECT $1::uuid, t.id, $2::uuid, t.event_seq,
+       COALESCE((SELECT c.step FROM workflow_checkpoints c WHERE c.task_id = t.id), 0),
+       $3::jsonb, $4::jsonb, $5::text, $6::text
+FROM t
+RETURNING id, thread_id, assistant_id, status, after_seq, end_seq, start_step, metadata, kwargs, multitask_strategy, created_by, created_at, updated_at
+`
+
+type LGRunInsertResumeParams struct {
+	ID                uuid.UUID
+	AssistantID       uuid.UUID
+	Metadata          json.RawMessage
+	Kwargs            json.RawMessage
+	MultitaskStrategy string
+	CreatedBy         string
+	ThreadID          uuid.UUID
+	Workflow          string
+	AdoptMetadata     json.RawMessage
+}
+
+// LGRunInsertResume is LGRunInsert for a resume, sent in the same round
+// trip as the read of the task it resumes (TaskWithPending): the run is
+// written only when the task waits and runs the run's graph, which a
+// resume needs anyway (the caller deletes it when it refuses the resume
+// for another reason). No row: not written. A second active run of the
+// thread violates lg_runs_one_active_idx.
+func (q *Queries) LGRunInsertResume(ctx context.Context, arg LGRunInsertResumeParams) (LgRun, error) {
+	row := q.db.QueryRow(ctx, lGRunInsertResume,
+		arg.ID,
+		arg.AssistantID,
+		arg.Metadata,
+		arg.Kwargs,
+		arg.MultitaskStrategy,
+		arg.CreatedBy,
+		arg.ThreadID,
+		arg.Workflow,
+		arg.AdoptMetadata,
+	)
+	var i LgRun
+	err := row.Scan(
+		&i.ID,
+		&i.ThreadID,
+		&i.AssistantID,
+		&i.Status,
+		&i.AfterSeq,
+		&i.EndSeq,
+		&i.StartStep,
+		&i.Metadata,
+		&i.Kwargs,
+		&i.MultitaskStrategy,
+		&i.CreatedBy,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const lGRunList = `-- name: LGRunList :many
 SELECT r.id, r.thread_id, r.assistant_id, r.status, r.after_seq, r.end_seq, r.start_step, r.metadata, r.kwargs, r.multitask_strategy, r.created_by, r.created_at, r.updated_at, t.status AS task_status
 FROM lg_runs r LEFT JOIN tasks t ON t.id = r.thread_id
