@@ -26,30 +26,45 @@ func ConfigurePool(pc *pgxpool.Config) {
 	}
 }
 
-// registerUUID registers pgx-google-uuid, and a plan for *uuid.UUID (sqlc's
-// nullable uuid) that it lacks: pgx does not dereference a pointer whose
-// type is a driver.Valuer, so a non-nil *uuid.UUID took the detour above
-// (about a dozen allocations per argument).
+// registerUUID registers pgx-google-uuid (scans, text), and binary encode
+// plans of its own for uuid.UUID and *uuid.UUID (sqlc's nullable uuid):
+// pgx-google-uuid's plan boxes each value into an interface (an allocation
+// per argument), and it has none for the pointer, which pgx does not
+// dereference because its type is a driver.Valuer: a non-nil *uuid.UUID
+// went Value() → string → a failed binary encode → a text parse → the
+// binary encode (about a dozen allocations).
 func registerUUID(m *pgtype.Map) {
 	pgxuuid.Register(m)
-	m.TryWrapEncodePlanFuncs = append([]pgtype.TryWrapEncodePlanFunc{tryWrapUUIDPointer}, m.TryWrapEncodePlanFuncs...)
+	m.RegisterType(&pgtype.Type{Name: "uuid", OID: pgtype.UUIDOID, Codec: uuidCodec{}})
 }
 
-func tryWrapUUIDPointer(value any) (pgtype.WrappedEncodePlanNextSetter, any, bool) {
-	if _, ok := value.(*uuid.UUID); ok {
-		return &uuidPointerPlan{}, uuid.UUID{}, true
+type uuidCodec struct{ pgxuuid.UUIDCodec }
+
+func (c uuidCodec) PlanEncode(m *pgtype.Map, oid uint32, format int16, value any) pgtype.EncodePlan {
+	if format == pgtype.BinaryFormatCode {
+		switch value.(type) {
+		case uuid.UUID:
+			return uuidBinaryPlan{}
+		case *uuid.UUID:
+			return uuidPointerBinaryPlan{}
+		}
 	}
-	return nil, nil, false
+	return c.UUIDCodec.PlanEncode(m, oid, format, value)
 }
 
-type uuidPointerPlan struct{ next pgtype.EncodePlan }
+type uuidBinaryPlan struct{}
 
-func (p *uuidPointerPlan) SetNext(next pgtype.EncodePlan) { p.next = next }
+func (uuidBinaryPlan) Encode(value any, buf []byte) ([]byte, error) {
+	u := value.(uuid.UUID)
+	return append(buf, u[:]...), nil
+}
 
-func (p *uuidPointerPlan) Encode(value any, buf []byte) ([]byte, error) {
+type uuidPointerBinaryPlan struct{}
+
+func (uuidPointerBinaryPlan) Encode(value any, buf []byte) ([]byte, error) {
 	u := value.(*uuid.UUID)
 	if u == nil {
-		return nil, nil
+		return nil, nil // NULL
 	}
-	return p.next.Encode(*u, buf)
+	return append(buf, u[:]...), nil
 }

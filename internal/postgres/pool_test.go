@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatehousehq/gatehouse/internal/graph"
@@ -164,4 +166,41 @@ func encodesDirectly(t *testing.T, pool *pgxpool.Pool, oid uint32, arg any) stri
 		t.Fatal(err)
 	}
 	return msg
+}
+
+// uuid.UUID and *uuid.UUID arguments encode without an allocation, and
+// read back as they were: values, a pointer, a nil pointer (NULL), and an
+// array.
+func TestUUIDArgumentsEncodeInPlace(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	u, v := uuid.New(), uuid.New()
+	var gotU, gotV uuid.UUID
+	var gotNil *uuid.UUID
+	var gotArr []uuid.UUID
+	if err := pool.QueryRow(ctx, `SELECT $1::uuid, $2::uuid, $3::uuid, $4::uuid[]`, u, &v, (*uuid.UUID)(nil), []uuid.UUID{v, u}).
+		Scan(&gotU, &gotV, &gotNil, &gotArr); err != nil {
+		t.Fatal(err)
+	}
+	if gotU != u || gotV != v || gotNil != nil || len(gotArr) != 2 || gotArr[0] != v || gotArr[1] != u {
+		t.Fatalf("read back %v %v %v %v; sent %v %v nil [%v %v]", gotU, gotV, gotNil, gotArr, u, v, v, u)
+	}
+	err := pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
+		m := c.Conn().TypeMap()
+		buf := make([]byte, 0, 64)
+		for _, arg := range []any{u, &v} {
+			n := testing.AllocsPerRun(100, func() {
+				if _, err := m.Encode(pgtype.UUIDOID, pgtype.BinaryFormatCode, arg, buf[:0]); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if n != 0 {
+				t.Errorf("%T: %v allocations per encode", arg, n)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

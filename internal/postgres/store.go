@@ -63,6 +63,9 @@ const (
 )
 
 func translate(err error) error {
+	if err == nil {
+		return nil // before errors.As, whose target escapes: an allocation per commit
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {

@@ -3,6 +3,7 @@ package dbsqlc
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -39,16 +40,33 @@ type errRow struct{}
 
 func (errRow) Scan(...any) error { return errCaptured }
 
+// capturer is a capture with the Queries that writes to it, reused: a
+// node run queues several statements, and each made both anew.
+type capturer struct {
+	c capture
+	q *Queries
+}
+
+var capturers = sync.Pool{New: func() any {
+	x := &capturer{}
+	x.q = New(&x.c)
+	return x
+}}
+
 // Queue adds to b the statement that call sends through its Queries.
 // Example: Queue(b, func(q *Queries) error { return q.CheckpointSave(ctx, p) }).
+// call must not keep q.
 func Queue(b *pgx.Batch, call func(q *Queries) error) *pgx.QueuedQuery {
-	c := &capture{}
-	if err := call(New(c)); err != nil && !errors.Is(err, errCaptured) {
+	x := capturers.Get().(*capturer)
+	if err := call(x.q); err != nil && !errors.Is(err, errCaptured) {
 		// Generated methods fail before I/O only on captured errors; any
 		// other error is a programming mistake worth surfacing loudly.
 		panic("dbsqlc.Queue: " + err.Error())
 	}
-	return b.Queue(c.sql, c.args...)
+	qq := b.Queue(x.c.sql, x.c.args...)
+	x.c = capture{} // the batch keeps the arguments, not the capture
+	capturers.Put(x)
+	return qq
 }
 
 // FromRow returns Queries whose QueryRow answers with row, a row already
