@@ -38,6 +38,9 @@ CREATE TABLE floor_state (id uuid PRIMARY KEY, state jsonb NOT NULL, updated_at 
 INSERT INTO tasks (id, workflow, status, lease_fence) SELECT md5(g::text)::uuid, 'linear', 'running', 1 FROM generate_series(0, 63) g;
 INSERT INTO workflow_checkpoints (task_id, state) SELECT id, '{}' FROM tasks;
 CREATE SEQUENCE step_seq;
+-- For the last variant only: the seq and the fence on the checkpoint row.
+ALTER TABLE workflow_checkpoints ADD COLUMN event_seq bigint NOT NULL DEFAULT 1000000000,
+    ADD COLUMN lease_fence bigint NOT NULL DEFAULT 1;
 SQL
 
 python3 - "$work" <<'PY'
@@ -55,6 +58,11 @@ cp = f"""cp AS (
   ON CONFLICT (task_id) DO UPDATE SET state=EXCLUDED.state, last_node_id=EXCLUDED.last_node_id, updated_at=EXCLUDED.updated_at,
     step=EXCLUDED.step, next_node_id=EXCLUDED.next_node_id, iterations=EXCLUDED.iterations, answers=EXCLUDED.answers
   RETURNING w.task_id, w.step, w.last_node_id, w.next_node_id, w.state, w.iterations, w.answers, w.updated_at)"""
+cp_seq = f"""cp AS (
+  UPDATE workflow_checkpoints AS w SET state='{S}'::jsonb, last_node_id='n1', updated_at=now(), step=nextval('step_seq'),
+    next_node_id='n2', iterations='{{"n1":1}}'::jsonb, answers='[]'::jsonb, event_seq=w.event_seq+2
+  WHERE w.task_id = {ID} AND w.lease_fence = 1
+  RETURNING w.task_id, w.step, w.last_node_id, w.next_node_id, w.state, w.iterations, w.answers, w.updated_at, w.event_seq)"""
 hist = """h AS (
   INSERT INTO checkpoint_history (task_id, step, reason, last_node_id, next_node_id, state, iterations, answers, created_at)
   SELECT task_id, step, 'node', last_node_id, next_node_id, state, iterations, answers, updated_at FROM cp)"""
@@ -69,6 +77,11 @@ variants = {
     "4-step_without_events": "WITH " + ",\n".join([task, cp, hist]) + "\nSELECT event_seq FROM t;",
     "5-task_row_only": "WITH " + task + "\nSELECT event_seq FROM t;",
     "6-checkpoint_only": "WITH " + cp + "\nSELECT step FROM cp;",
+    # The candidate of issue 13 not taken yet: no update of the task row on
+    # a step that keeps the task running; the seq and the fence live on the
+    # checkpoint row, which the step updates anyway (a plain UPDATE, no
+    # upsert). Every other writer of seqs and fences would move with them.
+    "7-step_seq_on_checkpoint": "WITH " + cp_seq + ",\n" + hist + "\n" + events.replace("LEFT JOIN t ON true", "LEFT JOIN cp t ON true"),
 }
 for name, sql in variants.items():
     open(f"{out}/{name}.sql", "w").write(sql + "\n")
