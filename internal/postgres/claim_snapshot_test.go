@@ -15,7 +15,7 @@ import (
 )
 
 // TaskClaim's rows are TaskSnapshot's columns, in order, then the event
-// seq: the store scans them into a TaskSnapshotRow.
+// seq: the store copies them into a TaskSnapshotRow (snapshotRow).
 func TestClaimRowIsSnapshotRow(t *testing.T) {
 	claim, snap := reflect.TypeFor[dbsqlc.TaskClaimRow](), reflect.TypeFor[dbsqlc.TaskSnapshotRow]()
 	if claim.NumField() != snap.NumField()+1 {

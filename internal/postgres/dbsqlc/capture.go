@@ -85,3 +85,23 @@ func (rowDB) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
 func (rowDB) Query(context.Context, string, ...any) (pgx.Rows, error) { return nil, errRowOnly }
 
 func (r rowDB) QueryRow(context.Context, string, ...any) pgx.Row { return r.row }
+
+// FromRows returns Queries whose Query answers with rows, a batch's result:
+// a generated :many method then scans them in its own column order.
+func FromRows(rows pgx.Rows) *Queries { return New(rowsDB{rows}) }
+
+type rowsDB struct{ rows pgx.Rows }
+
+var errRowsOnly = errors.New("dbsqlc: FromRows answers Query only")
+
+func (rowsDB) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, errRowsOnly
+}
+
+func (r rowsDB) Query(context.Context, string, ...any) (pgx.Rows, error) { return r.rows, nil }
+
+func (rowsDB) QueryRow(context.Context, string, ...any) pgx.Row { return failedRow{errRowsOnly} }
+
+type failedRow struct{ err error }
+
+func (f failedRow) Scan(...any) error { return f.err }
