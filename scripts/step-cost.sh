@@ -10,11 +10,14 @@
 # transaction. Needs the private cluster (scripts/pg.sh) or DATABASE_URL
 # on this machine, and runs as a user that may read the backends' /proc.
 #
-#   bash scripts/step-cost.sh [transactions per connection, default 3000]
+# Each variant runs for a fixed time, so that a fast one (the floor) is
+# not over before its backends' CPU is read.
+#
+#   bash scripts/step-cost.sh [seconds per variant, default 4]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-txns="${1:-3000}"
+secs="${1:-4}"
 clients=8
 bindir="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
 if [[ -z "${DATABASE_URL:-}" ]]; then
@@ -100,7 +103,7 @@ ticks="$(getconf CLK_TCK)"
 printf '%-26s %12s %10s\n' variant "µs CPU/txn" tps
 for f in "$work"/*.sql; do
 	name="$(basename "$f" .sql)"
-	PGOPTIONS="-c synchronous_commit=off" "$bindir/pgbench" -n -c "$clients" -j 2 -t "$txns" -M prepared -f "$f" "$url" >"$work/out" 2>&1 &
+	PGOPTIONS="-c synchronous_commit=off" "$bindir/pgbench" -n -c "$clients" -j 2 -T "$secs" -M prepared -f "$f" "$url" >"$work/out" 2>&1 &
 	bench=$!
 	sleep 0.3
 	mapfile -t pids < <(psql "$url" -Atc "SELECT pid FROM pg_stat_activity WHERE application_name = 'pgbench'")
@@ -112,5 +115,6 @@ for f in "$work"/*.sql; do
 	done
 	wait "$bench" || { cat "$work/out" >&2; exit 1; }
 	tps="$(grep -oE 'tps = [0-9.]+' "$work/out" | head -1 | cut -d' ' -f3)"
-	printf '%-26s %12d %10.0f\n' "${name#*-}" $((last * 1000000 / ticks / (clients * txns))) "$tps"
+	txns="$(grep -oE 'actually processed: [0-9]+' "$work/out" | grep -oE '[0-9]+$')"
+	printf '%-26s %12d %10.0f\n' "${name#*-}" $((last * 1000000 / ticks / txns)) "$tps"
 done
