@@ -66,6 +66,14 @@ cp_seq = f"""cp AS (
     next_node_id='n2', iterations='{{"n1":1}}'::jsonb, answers='[]'::jsonb, event_seq=w.event_seq+2
   WHERE w.task_id = {ID} AND w.lease_fence = 1
   RETURNING w.task_id, w.step, w.last_node_id, w.next_node_id, w.state, w.iterations, w.answers, w.updated_at, w.event_seq)"""
+fence = f"""f AS (SELECT id FROM tasks WHERE id = {ID} AND lease_fence = 1 FOR SHARE)"""
+cp_share = f"""cp AS (
+  INSERT INTO workflow_checkpoints AS w (task_id, state, last_node_id, updated_at, step, next_node_id, iterations, answers)
+  SELECT f.id, '{S}'::jsonb, 'n1', now(), nextval('step_seq'), 'n2', '{{"n1":1}}'::jsonb, '[]'::jsonb FROM f
+  ON CONFLICT (task_id) DO UPDATE SET state=EXCLUDED.state, last_node_id=EXCLUDED.last_node_id, updated_at=EXCLUDED.updated_at,
+    step=EXCLUDED.step, next_node_id=EXCLUDED.next_node_id, iterations=EXCLUDED.iterations, answers=EXCLUDED.answers,
+    event_seq=w.event_seq+2
+  RETURNING w.task_id, w.step, w.last_node_id, w.next_node_id, w.state, w.iterations, w.answers, w.updated_at, w.event_seq)"""
 hist = """h AS (
   INSERT INTO checkpoint_history (task_id, step, reason, last_node_id, next_node_id, state, iterations, answers, created_at)
   SELECT task_id, step, 'node', last_node_id, next_node_id, state, iterations, answers, updated_at FROM cp)"""
@@ -85,6 +93,11 @@ variants = {
     # checkpoint row, which the step updates anyway (a plain UPDATE, no
     # upsert). Every other writer of seqs and fences would move with them.
     "7-step_seq_on_checkpoint": "WITH " + cp_seq + ",\n" + hist + "\n" + events.replace("LEFT JOIN t ON true", "LEFT JOIN cp t ON true"),
+    # The same with the fence left on the task row, checked under a share
+    # lock (which a claim's SKIP LOCKED passes over and a cancel waits
+    # for) instead of an update of the row.
+    "8-step_share_locks_task": "WITH " + fence + ",\n" + cp_share + ",\n" + hist + "\n"
+        + events.replace("LEFT JOIN t ON true", "LEFT JOIN cp t ON true"),
 }
 for name, sql in variants.items():
     open(f"{out}/{name}.sql", "w").write(sql + "\n")
