@@ -319,13 +319,7 @@ func (r *Runner) execute(c postgres.Claim, snap *graph.Snapshot) {
 	}()
 	ctx, cancel := context.WithCancel(r.runCtx)
 	defer cancel()
-	lost := make(chan struct{})
-	hbDone := make(chan struct{})
-	go func() {
-		defer close(hbDone)
-		r.heartbeat(ctx, c, cancel, lost)
-	}()
-	log := r.log.With("task", c.TaskID, "fence", c.Fence)
+	hb := r.startHeartbeat(ctx, c, cancel)
 	start := time.Now()
 	var out graph.Outcome
 	var err error
@@ -335,13 +329,11 @@ func (r *Runner) execute(c postgres.Claim, snap *graph.Snapshot) {
 		out, err = r.engine.RunUntil(ctx, c.TaskID, c.Fence, r.drain)
 	}
 	cancel()
-	<-hbDone
-	leaseLost := false
-	select {
-	case <-lost:
-		leaseLost = true
-	default:
+	leaseLost := hb.stop()
+	if err == nil && !r.log.Enabled(ctx, slog.LevelDebug) {
+		return // the common end: nothing to log, nothing to hand back
 	}
+	log := r.log.With("task", c.TaskID, "fence", c.Fence)
 	switch {
 	case err == nil:
 		log.Debug("task run ended", "status", out.Status, "duration", time.Since(start))
@@ -376,27 +368,60 @@ func isTaskFault(err error) bool {
 	return errors.As(err, &se) || errors.Is(err, graph.ErrUnknownWorkflow)
 }
 
-func (r *Runner) heartbeat(ctx context.Context, c postgres.Claim, cancel context.CancelFunc, lost chan struct{}) {
-	t := time.NewTicker(r.cfg.LeaseTTL / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		hctx, hcancel := context.WithTimeout(ctx, r.cfg.LeaseTTL/3)
-		err := r.store.Heartbeat(hctx, c, r.cfg.LeaseTTL)
-		hcancel()
-		switch {
-		case errors.Is(err, graph.ErrLeaseLost):
-			close(lost)
-			cancel()
-			return
-		case err != nil && ctx.Err() == nil:
-			r.log.Warn("lease heartbeat failed", "task", c.TaskID, "error", err)
-		}
+// heartbeat keeps a run's lease alive: a timer, not a goroutine per run
+// (most runs end long before their first heartbeat is due).
+type heartbeat struct {
+	r      *Runner
+	ctx    context.Context
+	c      postgres.Claim
+	cancel context.CancelFunc
+	every  time.Duration
+
+	mu      sync.Mutex // held while a heartbeat is sent: stop waits for it
+	stopped bool
+	lost    bool
+	t       *time.Timer
+}
+
+func (r *Runner) startHeartbeat(ctx context.Context, c postgres.Claim, cancel context.CancelFunc) *heartbeat {
+	h := &heartbeat{r: r, ctx: ctx, c: c, cancel: cancel, every: r.cfg.LeaseTTL / 3}
+	h.mu.Lock()
+	h.t = time.AfterFunc(h.every, h.beat)
+	h.mu.Unlock()
+	return h
+}
+
+func (h *heartbeat) beat() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return
 	}
+	hctx, hcancel := context.WithTimeout(h.ctx, h.every)
+	err := h.r.store.Heartbeat(hctx, h.c, h.r.cfg.LeaseTTL)
+	hcancel()
+	switch {
+	case errors.Is(err, graph.ErrLeaseLost):
+		h.lost = true
+		h.cancel()
+		return
+	case err != nil && h.ctx.Err() == nil:
+		h.r.log.Warn("lease heartbeat failed", "task", h.c.TaskID, "error", err)
+	}
+	if h.ctx.Err() == nil {
+		h.t.Reset(h.every)
+	}
+}
+
+// stop ends the heartbeats, after the one in flight (its ctx is cancelled
+// first, so that it ends soon): none extends the lease after stop, which
+// may hand it back. It reports whether a heartbeat found the lease lost.
+func (h *heartbeat) stop() (lost bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stopped = true
+	h.t.Stop()
+	return h.lost
 }
 
 // String describes the runner for logs.

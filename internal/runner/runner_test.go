@@ -29,6 +29,8 @@ type gate struct {
 	entered chan string
 	release chan struct{}
 	runs    atomic.Int64
+	// cancelled counts held node runs whose ctx ended (a lost lease).
+	cancelled atomic.Int64
 }
 
 func newGate() *gate {
@@ -50,6 +52,7 @@ func (g *gate) graph(t testing.TB) *graph.Graph[state] {
 			select {
 			case <-g.release:
 			case <-ctx.Done():
+				g.cancelled.Add(1)
 				return s, ctx.Err()
 			}
 		}
@@ -327,6 +330,9 @@ func TestCancelStopsTheWorker(t *testing.T) {
 	}
 	if c := b.completions(t, id); c["slow"] != 0 {
 		t.Fatalf("slow completed after cancel: %v", c)
+	}
+	if n := b.g.cancelled.Load(); n != 1 {
+		t.Fatalf("%d node runs cancelled by the heartbeat, want 1", n)
 	}
 }
 
