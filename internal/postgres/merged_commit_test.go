@@ -2,7 +2,10 @@ package postgres_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,5 +143,118 @@ func TestMergedCommitWithALostLeaseWritesNothing(t *testing.T) {
 	}
 	if n := count(); n != was {
 		t.Fatalf("%d events and history rows after a refused merged commit, want %d", n, was)
+	}
+}
+
+// A decision held back while its node runs is lost with the worker that
+// held it (a crash before the node's commit): the task is taken over, the
+// recorded decision is applied again, the approved node does not run
+// again, and the lost worker's late commit writes nothing.
+func TestHeldBackDecisionIsRedoneAfterTheWorkerIsLost(t *testing.T) {
+	t.Parallel()
+	type st struct{ A, B int }
+	stuck, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	var mu sync.Mutex
+	runsOf := map[string]int{}
+	node := func(name string) graph.NodeFunc[st] {
+		return func(ctx context.Context, run *graph.NodeRun, s st) (st, error) {
+			mu.Lock()
+			runsOf[name]++
+			first := name == "b" && runsOf[name] == 1
+			mu.Unlock()
+			if first {
+				close(stuck)
+				<-release // the first worker never gets past here in time
+			}
+			run.Artifact(name+".md", "text/plain", name)
+			if name == "a" {
+				s.A++
+			} else {
+				s.B++
+			}
+			return s, nil
+		}
+	}
+	g, err := graph.New[st]("held").Node("a", node("a")).Node("b", node("b")).
+		Gate("a", graph.Gate[st]{Kind: "review", Artifact: "a.md", OnReject: func(s st, _ string, _ int) (st, error) { return s, nil }}).
+		Edge("a", "b").Edge("b", graph.END).
+		Init(func(json.RawMessage, graph.Options) (st, error) { return st{}, nil }).
+		Result(func(s st) any { return s }).Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := pgtest.NewPool(t)
+	store := postgres.NewStore(pool)
+	e, err := graph.NewEngine(store, []graph.Workflow{g}, graph.WithStartCommitDelay(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	task, err := e.Create(ctx, graph.NewTask{Workflow: "held", Options: []byte(`{"gates":{}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.Run(ctx, task.ID, 0)
+	if err != nil || out.Interrupt == nil {
+		t.Fatalf("run to the gate: %+v %v", out, err)
+	}
+	if _, err := e.Decide(ctx, task.ID, graph.DecisionInput{InterruptID: out.Interrupt.ID, Action: graph.ActionApprove, DecidedBy: "ann"}); err != nil {
+		t.Fatal(err)
+	}
+	lost := make(chan error, 1)
+	go func() { _, err := e.Run(ctx, task.ID, 0); lost <- err }()
+	<-stuck // the decision is applied in memory only, b runs
+	var decisions int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM checkpoint_history WHERE task_id = $1 AND reason = 'decision'`, task.ID).Scan(&decisions); err != nil {
+		t.Fatal(err)
+	}
+	if decisions != 0 {
+		t.Fatalf("%d decision checkpoints written while b runs, want it held back", decisions)
+	}
+	// Another worker takes the task over (its lease is the decision's:
+	// the task waits in the queue).
+	claims, err := store.Claim(ctx, "replica-b", 1, time.Minute)
+	if err != nil || len(claims) != 1 || claims[0].TaskID != task.ID {
+		t.Fatalf("claim: %+v %v", claims, err)
+	}
+	out, err = e.Run(ctx, task.ID, claims[0].Fence)
+	if err != nil || out.Status != graph.StatusSucceeded {
+		t.Fatalf("the second worker's run: %+v %v", out, err)
+	}
+	release <- struct{}{}
+	if err := <-lost; !errors.Is(err, graph.ErrLeaseLost) {
+		t.Fatalf("the lost worker's commit: %v, want ErrLeaseLost", err)
+	}
+	mu.Lock()
+	a, b := runsOf["a"], runsOf["b"]
+	mu.Unlock()
+	if a != 1 || b != 2 {
+		t.Errorf("a ran %d times and b %d, want the approved a once and b again after the loss", a, b)
+	}
+	var reasons []string
+	rows, err := pool.Query(ctx, `SELECT reason FROM checkpoint_history WHERE task_id = $1 ORDER BY step`, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var r string
+		if err := rows.Scan(&r); err != nil {
+			t.Fatal(err)
+		}
+		reasons = append(reasons, r)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"start", "node", "decision", "node"}; !slices.Equal(reasons, want) {
+		t.Errorf("history %v, want %v", reasons, want)
+	}
+	var result string
+	if err := pool.QueryRow(ctx, `SELECT result::text FROM tasks WHERE id = $1`, task.ID).Scan(&result); err != nil {
+		t.Fatal(err)
+	}
+	if result != `{"A": 1, "B": 1}` {
+		t.Errorf("result %s, want a and b once each in the state", result)
 	}
 }
