@@ -266,9 +266,19 @@ func (h *Hub) listen(ctx context.Context) error {
 	}
 }
 
-// announce handles "<task>:<first>:<last>": fetch the range once, hand it
-// to the task's subscribers and to those of every task.
+// announce handles "<task>:<first>:<last>", or several such ranges joined
+// by spaces (a notifier's window, in one notification).
 func (h *Hub) announce(ctx context.Context, payload string) {
+	for payload != "" {
+		var one string
+		one, payload, _ = strings.Cut(payload, " ")
+		h.announceRange(ctx, one)
+	}
+}
+
+// announceRange handles one range: fetch it once, hand it to the task's
+// subscribers and to those of every task.
+func (h *Hub) announceRange(ctx context.Context, payload string) {
 	task, first, last, err := parsePayload(payload)
 	if err != nil {
 		h.log.Warn("bad event announcement", "payload", payload, "error", err)

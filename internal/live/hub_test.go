@@ -146,3 +146,58 @@ func TestHubRunEndsWithItsContext(t *testing.T) {
 		t.Fatal("a subscription is still open after Run ended")
 	}
 }
+
+// One notification may announce the ranges of several tasks, joined by
+// spaces (a notifier's window): the hub delivers each. The tasks are made
+// before the hub listens, so only that notification announces them.
+func TestHubReadsJoinedAnnouncements(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	store := postgres.NewStore(pool)
+	e, err := graph.NewEngine(store, []graph.Workflow{graphtest.Linear(5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	var ids []string
+	for range 2 {
+		task, err := e.Create(ctx, graph.NewTask{Workflow: "linear"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, task.ID)
+	}
+	hub := live.NewHub(url, store, nil)
+	go hub.Run(ctx)
+	select {
+	case <-hub.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("hub not listening")
+	}
+	all := hub.SubscribeAll()
+	defer all.Close()
+	if _, err := pool.Exec(ctx, "SELECT pg_notify($1, $2)", live.ChannelEvents, ids[0]+":1:1 "+ids[1]+":1:1"); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	timeout := time.After(10 * time.Second)
+	for len(got) < 2 {
+		select {
+		case ev, ok := <-all.C:
+			if !ok {
+				t.Fatalf("subscription dropped: %s", all.Dropped)
+			}
+			if ev.Type == graph.EventTaskCreated {
+				got[ev.TaskID] = true
+			}
+		case <-timeout:
+			t.Fatalf("delivered the creation of %v, want %v", got, ids)
+		}
+	}
+}

@@ -73,14 +73,21 @@ func (n note) payload() string {
 		}
 		return n.task
 	}
-	b := make([]byte, 0, len(n.task)+24)
+	return string(n.appendRange(make([]byte, 0, len(n.task)+24)))
+}
+
+// appendRange appends an event note's "<task>:<first>:<last>".
+func (n note) appendRange(b []byte) []byte {
 	b = append(b, n.task...)
 	b = append(b, ':')
 	b = strconv.AppendInt(b, n.first, 10)
 	b = append(b, ':')
-	b = strconv.AppendInt(b, n.last, 10)
-	return string(b)
+	return strconv.AppendInt(b, n.last, 10)
 }
+
+// maxEventsPayload bounds the ranges joined in one ChannelEvents payload
+// (PostgreSQL takes payloads shorter than 8000 bytes).
+const maxEventsPayload = 7000
 
 // notifier sends announcements from one goroutine, coalescing what piles
 // up while a send is in flight. Announcements are hints: subscribers
@@ -247,10 +254,37 @@ func (s *Store) sendNotes(ctx context.Context, notes []note) error {
 	if len(notes) == 0 {
 		return nil
 	}
-	p := dbsqlc.NotifyManyParams{Channels: make([]string, len(notes)), Payloads: make([]string, len(notes))}
-	for i, x := range notes {
-		p.Channels[i], p.Payloads[i] = x.channel(), x.payload()
-	}
 	// One statement, its own asynchronously committed transaction.
-	return s.q.NotifyMany(ctx, p)
+	return s.q.NotifyMany(ctx, notifyParams(notes))
+}
+
+// notifyParams makes the NOTIFYs of notes. The event ranges go joined by
+// spaces in as few payloads as fit (live.Hub reads each range): one
+// notification per window instead of one per task's range, each of which
+// PostgreSQL queued and delivered to every listener, and each listener
+// decoded and buffered.
+func notifyParams(notes []note) dbsqlc.NotifyManyParams {
+	p := dbsqlc.NotifyManyParams{Channels: make([]string, 0, len(notes)), Payloads: make([]string, 0, len(notes))}
+	var events []byte
+	for _, x := range notes {
+		ch := x.channel()
+		if ch != ChannelEvents {
+			p.Channels, p.Payloads = append(p.Channels, ch), append(p.Payloads, x.payload())
+			continue
+		}
+		if len(events) > 0 && len(events)+1+len(x.task)+42 > maxEventsPayload {
+			p.Channels, p.Payloads = append(p.Channels, ChannelEvents), append(p.Payloads, string(events))
+			events = events[:0]
+		}
+		if len(events) > 0 {
+			events = append(events, ' ')
+		} else if events == nil {
+			events = make([]byte, 0, min(maxEventsPayload, 64*len(notes)))
+		}
+		events = x.appendRange(events)
+	}
+	if len(events) > 0 {
+		p.Channels, p.Payloads = append(p.Channels, ChannelEvents), append(p.Payloads, string(events))
+	}
+	return p
 }
