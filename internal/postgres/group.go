@@ -117,7 +117,7 @@ func (g *committer) commit(ctx context.Context, u *unit) error {
 		}
 		return err
 	}
-	u.done = make(chan error, 1)
+	u.done = doneChans.Get().(chan error)
 	g.pending = append(g.pending, u)
 	start := g.active < g.lanes
 	if start {
@@ -129,11 +129,16 @@ func (g *committer) commit(ctx context.Context, u *unit) error {
 	}
 	select {
 	case err := <-u.done:
+		doneChans.Put(u.done) // empty, and no one sends on it again
 		return err
 	case <-ctx.Done():
-		return ctx.Err()
+		return ctx.Err() // u.done is left to its batch, which still sends on it
 	}
 }
+
+// doneChans are units' result channels (capacity 1), reused: a queued
+// commit made one per node run.
+var doneChans = sync.Pool{New: func() any { return make(chan error, 1) }}
 
 // drive sends batches until nothing is pending.
 func (g *committer) drive() {
