@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"encoding/binary"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -18,7 +20,7 @@ import (
 func ConfigurePool(pc *pgxpool.Config) {
 	next := pc.AfterConnect
 	pc.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-		registerUUID(conn.TypeMap())
+		registerTypes(conn.TypeMap())
 		if next != nil {
 			return next(ctx, conn)
 		}
@@ -26,16 +28,31 @@ func ConfigurePool(pc *pgxpool.Config) {
 	}
 }
 
-// registerUUID registers pgx-google-uuid (scans, text), and binary encode
+// registerTypes registers pgx-google-uuid (scans, text), and binary encode
 // plans of its own for uuid.UUID and *uuid.UUID (sqlc's nullable uuid):
 // pgx-google-uuid's plan boxes each value into an interface (an allocation
 // per argument), and it has none for the pointer, which pgx does not
 // dereference because its type is a driver.Valuer: a non-nil *uuid.UUID
 // went Value() → string → a failed binary encode → a text parse → the
 // binary encode (about a dozen allocations).
-func registerUUID(m *pgtype.Map) {
+func registerTypes(m *pgtype.Map) {
 	pgxuuid.Register(m)
 	m.RegisterType(&pgtype.Type{Name: "uuid", OID: pgtype.UUIDOID, Codec: uuidCodec{}})
+	registerTimestamptz(m)
+}
+
+// registerTimestamptz gives timestamptz binary encode plans for time.Time
+// and *time.Time that write the value in place: pgx wraps each time.Time
+// into a boxed TimestamptzValuer first (an allocation per argument; every
+// commit passes one).
+func registerTimestamptz(m *pgtype.Map) {
+	c := &pgtype.TimestamptzCodec{}
+	if t, ok := m.TypeForOID(pgtype.TimestamptzOID); ok {
+		if tc, ok := t.Codec.(*pgtype.TimestamptzCodec); ok {
+			c = tc
+		}
+	}
+	m.RegisterType(&pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID, Codec: timestamptzCodec{c}})
 }
 
 type uuidCodec struct{ pgxuuid.UUIDCodec }
@@ -67,4 +84,44 @@ func (uuidPointerBinaryPlan) Encode(value any, buf []byte) ([]byte, error) {
 		return nil, nil // NULL
 	}
 	return append(buf, u[:]...), nil
+}
+
+type timestamptzCodec struct{ *pgtype.TimestamptzCodec }
+
+func (c timestamptzCodec) PlanEncode(m *pgtype.Map, oid uint32, format int16, value any) pgtype.EncodePlan {
+	if format == pgtype.BinaryFormatCode {
+		switch value.(type) {
+		case time.Time:
+			return timeBinaryPlan{}
+		case *time.Time:
+			return timePointerBinaryPlan{}
+		}
+	}
+	return c.TimestamptzCodec.PlanEncode(m, oid, format, value)
+}
+
+// microsecFromUnixEpochToY2K: PostgreSQL counts from 2000-01-01 UTC.
+const microsecFromUnixEpochToY2K = 946684800 * 1000000
+
+// appendTimestamptz is pgx's binary timestamptz of a finite time:
+// microseconds since 2000 (truncated), big-endian.
+func appendTimestamptz(buf []byte, t time.Time) []byte {
+	us := t.Unix()*1000000 + int64(t.Nanosecond())/1000 - microsecFromUnixEpochToY2K
+	return binary.BigEndian.AppendUint64(buf, uint64(us))
+}
+
+type timeBinaryPlan struct{}
+
+func (timeBinaryPlan) Encode(value any, buf []byte) ([]byte, error) {
+	return appendTimestamptz(buf, value.(time.Time)), nil
+}
+
+type timePointerBinaryPlan struct{}
+
+func (timePointerBinaryPlan) Encode(value any, buf []byte) ([]byte, error) {
+	t := value.(*time.Time)
+	if t == nil {
+		return nil, nil // NULL
+	}
+	return appendTimestamptz(buf, *t), nil
 }

@@ -204,3 +204,58 @@ func TestUUIDArgumentsEncodeInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// time.Time and *time.Time arguments for timestamptz encode without an
+// allocation, to the bytes pgx's own plan writes (microseconds since 2000,
+// truncated), and read back as they were.
+func TestTimeArgumentsEncodeInPlace(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	zone := time.FixedZone("x", 5*3600+1800)
+	times := []time.Time{
+		time.Date(2026, 11, 26, 14, 5, 9, 123456789, time.UTC),
+		time.Date(1999, 12, 31, 23, 59, 59, 999999999, zone),
+		time.Date(1900, 1, 1, 0, 0, 0, 1, time.UTC),
+		time.Date(1969, 12, 31, 23, 59, 59, 500, time.UTC),
+		time.Unix(0, 0),
+	}
+	def := pgtype.NewMap() // pgx's own plans
+	err := pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
+		m := c.Conn().TypeMap()
+		for _, tm := range times {
+			want, err := def.Encode(pgtype.TimestamptzOID, pgtype.BinaryFormatCode, tm, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, arg := range []any{tm, &tm} {
+				got, err := m.Encode(pgtype.TimestamptzOID, pgtype.BinaryFormatCode, arg, nil)
+				if err != nil || string(got) != string(want) {
+					t.Errorf("%T %v: % x (%v), pgx writes % x", arg, tm, got, err, want)
+				}
+			}
+			var back time.Time
+			var null *time.Time
+			if err := c.QueryRow(ctx, "SELECT $1::timestamptz, $2::timestamptz", tm, (*time.Time)(nil)).Scan(&back, &null); err != nil {
+				t.Fatal(err)
+			}
+			if !back.Equal(tm.Truncate(time.Microsecond)) || null != nil {
+				t.Errorf("%v read back as %v, NULL as %v", tm, back, null)
+			}
+		}
+		buf := make([]byte, 0, 64)
+		tm := times[0]
+		for _, arg := range []any{tm, &tm} {
+			if n := testing.AllocsPerRun(100, func() {
+				if _, err := m.Encode(pgtype.TimestamptzOID, pgtype.BinaryFormatCode, arg, buf[:0]); err != nil {
+					t.Fatal(err)
+				}
+			}); n != 0 {
+				t.Errorf("%T: %v allocations per encode", arg, n)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
