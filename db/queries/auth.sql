@@ -241,12 +241,15 @@ SELECT * FROM approvals WHERE task_id = @task_id ORDER BY approved_at, approver;
 -- approval short of the decision).
 -- name: TaskAppendEvent :one
 WITH t AS (
-    UPDATE tasks SET event_seq = event_seq + 1, updated_at = now()
+    UPDATE tasks SET updated_at = now()
     WHERE id = sqlc.arg(task_id)::uuid
-    RETURNING event_seq
+    RETURNING id
+), s AS (
+    UPDATE workflow_checkpoints c SET event_seq = c.event_seq + 1 FROM t WHERE c.task_id = t.id
+    RETURNING c.event_seq
 )
 INSERT INTO task_events (task_id, seq, type, node, iteration, data, created_at)
-SELECT sqlc.arg(task_id)::uuid, t.event_seq, sqlc.arg(type)::text, sqlc.arg(node)::text, sqlc.arg(iteration)::int,
+SELECT sqlc.arg(task_id)::uuid, s.event_seq, sqlc.arg(type)::text, sqlc.arg(node)::text, sqlc.arg(iteration)::int,
        sqlc.arg(data)::jsonb, now()
-FROM t
+FROM s
 RETURNING seq;

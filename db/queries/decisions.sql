@@ -40,15 +40,17 @@ WITH i AS (
                                 ELSE tasks.lease_expires_at END,
         lease_fence      = CASE WHEN sqlc.arg(lease_owner)::text <> '' AND tasks.status = 'waiting'
                                 THEN tasks.lease_fence + 1 ELSE tasks.lease_fence END,
-        event_seq        = tasks.event_seq + 1,
         updated_at       = now()
     WHERE tasks.id = @task_id::uuid AND EXISTS (SELECT 1 FROM d)
-    RETURNING tasks.event_seq, tasks.lease_fence, tasks.status
+    RETURNING tasks.id, tasks.lease_fence, tasks.status
+), s AS (
+    UPDATE workflow_checkpoints c SET event_seq = c.event_seq + 1 FROM t WHERE c.task_id = t.id
+    RETURNING c.event_seq
 ), e AS (
     INSERT INTO task_events (task_id, seq, type, node, iteration, phase, data, created_at)
-    SELECT @task_id::uuid, t.event_seq, @type::text, @node::text, @iteration::int, @phase::text, @data::jsonb,
+    SELECT @task_id::uuid, s.event_seq, @type::text, @node::text, @iteration::int, @phase::text, @data::jsonb,
            @created_at::timestamptz
-    FROM t
+    FROM s
     RETURNING seq
 )
 SELECT d.id, d.decided_at, e.seq, t.lease_fence, (t.status = 'running')::bool AS leased, i.payload_sha256,

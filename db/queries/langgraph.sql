@@ -13,13 +13,13 @@ UPDATE lg_threads SET metadata = metadata || @patch::jsonb, updated_at = now() W
 
 -- name: LGThreadGet :one
 SELECT th.id, th.metadata, th.created_at, GREATEST(th.updated_at, t.updated_at)::timestamptz AS updated_at,
-       t.status AS task_status, t.workflow AS task_workflow, t.event_seq AS task_event_seq, true AS stored
-FROM lg_threads th LEFT JOIN tasks t ON t.id = th.id
+       t.status AS task_status, t.workflow AS task_workflow, c.event_seq AS task_event_seq, true AS stored
+FROM lg_threads th LEFT JOIN tasks t ON t.id = th.id LEFT JOIN workflow_checkpoints c ON c.task_id = t.id
 WHERE th.id = @id
 UNION ALL
 SELECT t.id, jsonb_build_object('graph_id', t.workflow, 'assistant_id', @assistants::jsonb ->> t.workflow),
-       t.created_at, t.updated_at, t.status, t.workflow, t.event_seq, false
-FROM tasks t
+       t.created_at, t.updated_at, t.status, t.workflow, c.event_seq, false
+FROM tasks t LEFT JOIN workflow_checkpoints c ON c.task_id = t.id
 WHERE t.id = @id AND NOT EXISTS (SELECT 1 FROM lg_threads x WHERE x.id = t.id);
 
 -- LGThreadSearch filters and pages threads; total is the number matching
@@ -69,7 +69,7 @@ WITH adopt AS (
     ON CONFLICT (id) DO NOTHING
 )
 INSERT INTO lg_runs (id, thread_id, assistant_id, after_seq, start_step, metadata, kwargs, multitask_strategy, created_by)
-SELECT @id, @thread_id, @assistant_id, COALESCE((SELECT t.event_seq FROM tasks t WHERE t.id = @thread_id), 0),
+SELECT @id, @thread_id, @assistant_id, COALESCE((SELECT c.event_seq FROM workflow_checkpoints c WHERE c.task_id = @thread_id), 0),
        COALESCE((SELECT c.step FROM workflow_checkpoints c WHERE c.task_id = @thread_id), 0),
        @metadata, @kwargs, @multitask_strategy, @created_by
 RETURNING *;
@@ -117,7 +117,7 @@ ORDER BY r.created_at DESC, r.id DESC
 LIMIT @max_rows::int OFFSET @skip::int;
 
 -- name: LGTaskEventSeq :one
-SELECT event_seq FROM tasks WHERE id = @id;
+SELECT event_seq FROM workflow_checkpoints WHERE task_id = @id;
 
 -- LGLastRejection is the feedback of the last rejection at node before
 -- the interrupt named (the reviewer sees why this version was made).
@@ -159,8 +159,9 @@ WHERE i.id = @id;
 -- thread violates lg_runs_one_active_idx.
 -- name: LGRunInsertResume :one
 WITH t AS (
-    SELECT id, created_by, created_at, event_seq FROM tasks
-    WHERE tasks.id = sqlc.arg(thread_id)::uuid AND status = 'waiting' AND workflow = @workflow::text
+    SELECT tasks.id, tasks.created_by, tasks.created_at, c.event_seq
+    FROM tasks JOIN workflow_checkpoints c ON c.task_id = tasks.id
+    WHERE tasks.id = sqlc.arg(thread_id)::uuid AND tasks.status = 'waiting' AND tasks.workflow = @workflow::text
 ), adopt AS (
     INSERT INTO lg_threads (id, metadata, created_by, created_at)
     SELECT t.id, @adopt_metadata::jsonb, t.created_by, t.created_at FROM t

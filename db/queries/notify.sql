@@ -86,7 +86,9 @@ WHERE id = @id::uuid AND disabled_at IS NULL;
 -- Returns the rows written.
 -- name: OutboxEnqueue :many
 WITH t AS (
-    SELECT id, event_seq, created_by FROM tasks WHERE id = @task_id::uuid
+    SELECT tasks.id, c.event_seq, tasks.created_by
+    FROM tasks JOIN workflow_checkpoints c ON c.task_id = tasks.id
+    WHERE tasks.id = @task_id::uuid
     -- if_decided: only when this transaction recorded the interrupt's
     -- decision (a batch behind DecisionRecord, which may write nothing)
     AND (NOT @if_decided::bool OR EXISTS (

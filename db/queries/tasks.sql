@@ -7,65 +7,82 @@ VALUES (@id, @workflow, @title, @input, @options, @status, @current_node, @creat
 -- name: TaskGet :one
 SELECT * FROM tasks WHERE id = @id;
 
--- TaskCommit is a node run's whole commit in one statement: the fenced
--- update of the task, its events with gap-free seqs taken from
--- tasks.event_seq, and (when save_checkpoint) the upsert of the current
--- checkpoint with its copy in the history. A commit always carries at least
--- one event; when the fenced update matches nothing, the first seq calls
--- gatehouse_lease_lost, which raises and aborts the transaction, so a
--- writer that lost its lease writes nothing at all. The events come as one
+-- TaskCommit is a node run's whole commit in one statement: its events
+-- with gap-free seqs taken from the checkpoint row's event_seq, the
+-- checkpoint (when save_checkpoint) with its copy in the history, and the
+-- task row when touch (a change of status, a result or error, or a row not
+-- written for a while: a running task's row is not rewritten by every
+-- node). The fence is checked under a share lock on the task row (f): a
+-- claim's FOR UPDATE SKIP LOCKED passes the row by, and a cancel or a
+-- decision, which move the fence, wait for this commit. A commit always
+-- carries at least one event; when the fence does not match, the first
+-- seq calls gatehouse_lease_lost, which raises and aborts the transaction,
+-- so a writer that lost its lease writes nothing at all. first_commit: the
+-- task's first commit, which inserts its checkpoint row (the task row
+-- comes from TaskInsert in the same transaction). The events come as one
 -- JSON array of objects (type, node, iteration, phase, duration_ms, data,
--- at): seven parallel arrays cost pgx an encode plan, a boxed value per
--- element and a length-prefixed copy each, on every node run.
+-- at).
 -- name: TaskCommit :many
-WITH t AS (
+WITH f AS (
+    SELECT id FROM tasks WHERE id = @id::uuid AND lease_fence = @fence::bigint FOR SHARE
+), t AS (
     UPDATE tasks
     SET status       = @status,
         current_node = COALESCE(NULLIF(@current_node::text, ''), tasks.current_node),
         result       = COALESCE(sqlc.narg(result)::jsonb, tasks.result),
         error        = @error,
-        event_seq    = tasks.event_seq + jsonb_array_length(@events::jsonb),
         updated_at   = now(),
         completed_at = CASE WHEN @status::text IN ('succeeded', 'failed', 'cancelled') THEN now() END,
         -- leaving the running status hands the lease back
         lease_owner      = CASE WHEN @status::text = 'running' THEN tasks.lease_owner END,
         lease_expires_at = CASE WHEN @status::text = 'running' THEN tasks.lease_expires_at END
-    WHERE tasks.id = @id::uuid AND tasks.lease_fence = @fence::bigint
-    RETURNING tasks.event_seq
-), cp AS (
-    INSERT INTO workflow_checkpoints AS w (task_id, state, last_node_id, updated_at, step, next_node_id, iterations,
-                                           answers, pending_interrupt_id, state_refs)
-    SELECT @id::uuid, @state::jsonb, @last_node_id::text, @cp_updated_at::timestamptz, @step::int,
-           @next_node_id::text, @iterations::jsonb, @answers::jsonb, sqlc.narg(pending_interrupt_id)::uuid,
-           @state_refs::jsonb
-    WHERE @save_checkpoint::bool
-    ON CONFLICT (task_id) DO UPDATE
-        SET state                = EXCLUDED.state,
-            state_refs           = EXCLUDED.state_refs,
-            last_node_id         = EXCLUDED.last_node_id,
-            updated_at           = EXCLUDED.updated_at,
-            step                 = EXCLUDED.step,
-            next_node_id         = EXCLUDED.next_node_id,
-            iterations           = EXCLUDED.iterations,
-            answers              = EXCLUDED.answers,
-            pending_interrupt_id = EXCLUDED.pending_interrupt_id
+    FROM f
+    WHERE tasks.id = f.id AND @touch::bool
+), cpu AS (
+    UPDATE workflow_checkpoints AS w
+    SET state                = CASE WHEN @save_checkpoint::bool THEN @state::jsonb ELSE w.state END,
+        state_refs           = CASE WHEN @save_checkpoint::bool THEN @state_refs::jsonb ELSE w.state_refs END,
+        last_node_id         = CASE WHEN @save_checkpoint::bool THEN @last_node_id::text ELSE w.last_node_id END,
+        updated_at           = CASE WHEN @save_checkpoint::bool THEN @cp_updated_at::timestamptz ELSE w.updated_at END,
+        step                 = CASE WHEN @save_checkpoint::bool THEN @step::int ELSE w.step END,
+        next_node_id         = CASE WHEN @save_checkpoint::bool THEN @next_node_id::text ELSE w.next_node_id END,
+        iterations           = CASE WHEN @save_checkpoint::bool THEN @iterations::jsonb ELSE w.iterations END,
+        answers              = CASE WHEN @save_checkpoint::bool THEN @answers::jsonb ELSE w.answers END,
+        pending_interrupt_id = CASE WHEN @save_checkpoint::bool THEN sqlc.narg(pending_interrupt_id)::uuid
+                                    ELSE w.pending_interrupt_id END,
+        event_seq            = w.event_seq + jsonb_array_length(@events::jsonb)
+    FROM f
+    WHERE w.task_id = f.id AND NOT @first_commit::bool
     RETURNING w.task_id, w.step, w.last_node_id, w.next_node_id, w.state, w.iterations, w.answers,
-              w.pending_interrupt_id, w.updated_at, w.state_refs
+              w.pending_interrupt_id, w.updated_at, w.state_refs, w.event_seq
+), cpi AS (
+    INSERT INTO workflow_checkpoints AS w (task_id, state, last_node_id, updated_at, step, next_node_id, iterations,
+                                           answers, pending_interrupt_id, state_refs, event_seq)
+    SELECT f.id, @state::jsonb, @last_node_id::text, @cp_updated_at::timestamptz, @step::int, @next_node_id::text,
+           @iterations::jsonb, @answers::jsonb, sqlc.narg(pending_interrupt_id)::uuid, @state_refs::jsonb,
+           jsonb_array_length(@events::jsonb)
+    FROM f
+    WHERE @first_commit::bool
+    RETURNING w.task_id, w.step, w.last_node_id, w.next_node_id, w.state, w.iterations, w.answers,
+              w.pending_interrupt_id, w.updated_at, w.state_refs, w.event_seq
+), cp AS (
+    SELECT * FROM cpu UNION ALL SELECT * FROM cpi
 ), h AS (
     INSERT INTO checkpoint_history (task_id, step, reason, last_node_id, next_node_id, state, iterations, answers,
                                     pending_interrupt_id, created_at, state_refs)
     SELECT task_id, step, @reason::text, last_node_id, next_node_id, state, iterations, answers, pending_interrupt_id,
            updated_at, state_refs
     FROM cp
+    WHERE @save_checkpoint::bool
 )
 INSERT INTO task_events (task_id, seq, type, node, iteration, phase, duration_ms, data, created_at)
 SELECT @id::uuid,
-       CASE WHEN t.event_seq IS NULL THEN gatehouse_lease_lost(@id::uuid, @fence::bigint)
-            ELSE t.event_seq - jsonb_array_length(@events::jsonb) + e.ord END,
+       CASE WHEN cp.event_seq IS NULL THEN gatehouse_lease_lost(@id::uuid, @fence::bigint)
+            ELSE cp.event_seq - jsonb_array_length(@events::jsonb) + e.ord END,
        e.ev->>'type', e.ev->>'node', (e.ev->>'iteration')::int, e.ev->>'phase', (e.ev->>'duration_ms')::bigint,
        e.ev->'data', (e.ev->>'at')::timestamptz
 FROM jsonb_array_elements(@events::jsonb) WITH ORDINALITY AS e(ev, ord)
-LEFT JOIN t ON true
+LEFT JOIN cp ON true
 RETURNING seq;
 
 -- NotifyMany sends NOTIFYs: channels[i] gets payloads[i]. The store sends
@@ -114,7 +131,7 @@ WITH claimed AS (
         FOR UPDATE SKIP LOCKED
     )
     RETURNING id, workflow, title, input, options, status, current_node, result, error,
-              created_by, created_at, updated_at, completed_at, lease_fence, event_seq
+              created_by, created_at, updated_at, completed_at, lease_fence
 )
 SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error,
        t.created_by, t.created_at, t.updated_at, t.completed_at, t.lease_fence,
@@ -124,7 +141,7 @@ SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, 
        i.payload AS i_payload, i.status AS i_status, i.created_at AS i_created_at, i.resolved_at AS i_resolved_at,
        d.id AS d_id, d.action AS d_action, d.feedback AS d_feedback, d.value AS d_value,
        d.decided_by AS d_decided_by, d.decided_at AS d_decided_at,
-       t.event_seq
+       c.event_seq
 FROM claimed t
 -- LIMIT 1 (task_id is the key) keeps the subquery from being pulled up into
 -- a join the planner may hash over the whole table: a claim reads a few
@@ -155,7 +172,14 @@ WHERE id IN (
            OR (c.status = 'running' AND (c.lease_expires_at IS NULL OR c.lease_expires_at < now())))
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, lease_fence, event_seq;
+RETURNING id, lease_fence,
+          (SELECT c.event_seq FROM workflow_checkpoints c WHERE c.task_id = tasks.id)::bigint AS event_seq;
+
+-- TaskTouch brings a running task's row up to the node it runs now
+-- (graph.Toucher).
+-- name: TaskTouch :exec
+UPDATE tasks SET current_node = @node::text, updated_at = now()
+WHERE id = @id::uuid AND lease_fence = @fence::bigint AND status = 'running';
 
 -- name: TaskHeartbeat :execrows
 UPDATE tasks SET lease_expires_at = now() + sqlc.arg(ttl_seconds)::float8 * interval '1 second'
@@ -175,13 +199,16 @@ SELECT COALESCE(min(lease_expires_at), now() + interval '1 hour')::timestamptz F
 WITH t AS (
     UPDATE tasks
     SET status = 'cancelled', lease_fence = lease_fence + 1, lease_owner = NULL, lease_expires_at = NULL,
-        event_seq = event_seq + 1, updated_at = now(), completed_at = now()
+        updated_at = now(), completed_at = now()
     WHERE id = @id::uuid AND status NOT IN ('succeeded', 'failed', 'cancelled')
-    RETURNING event_seq
+    RETURNING id
+), s AS (
+    UPDATE workflow_checkpoints c SET event_seq = c.event_seq + 1 FROM t WHERE c.task_id = t.id
+    RETURNING c.event_seq
 )
 INSERT INTO task_events (task_id, seq, type, data, created_at)
-SELECT @id::uuid, t.event_seq, 'task.cancelled', @data::jsonb, now()
-FROM t
+SELECT @id::uuid, s.event_seq, 'task.cancelled', @data::jsonb, now()
+FROM s
 RETURNING seq;
 
 -- name: InterruptsCancelPending :exec
@@ -192,13 +219,16 @@ UPDATE interrupts SET status = 'cancelled', resolved_at = now() WHERE task_id = 
 -- name: TaskRetry :one
 WITH t AS (
     UPDATE tasks
-    SET status = 'queued', error = '', completed_at = NULL, event_seq = event_seq + 1, updated_at = now()
+    SET status = 'queued', error = '', completed_at = NULL, updated_at = now()
     WHERE id = @id::uuid AND status = 'failed'
-    RETURNING event_seq, current_node
+    RETURNING id, current_node
+), s AS (
+    UPDATE workflow_checkpoints c SET event_seq = c.event_seq + 1 FROM t WHERE c.task_id = t.id
+    RETURNING c.event_seq, t.current_node
 )
 INSERT INTO task_events (task_id, seq, type, node, data, created_at)
-SELECT @id::uuid, t.event_seq, 'task.retried', t.current_node, @data::jsonb, now()
-FROM t
+SELECT @id::uuid, s.event_seq, 'task.retried', s.current_node, @data::jsonb, now()
+FROM s
 RETURNING seq;
 
 -- TxAsyncCommit lets the current transaction commit without waiting for its

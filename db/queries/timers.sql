@@ -84,7 +84,7 @@ FROM d
 WHERE t.id = d.task_id AND t.status = 'waiting';
 
 -- EventsAppend appends events to any number of tasks in one statement,
--- each task's seqs gap-free from tasks.event_seq, in the order given. It is
+-- each task's seqs gap-free from its checkpoint row's event_seq, in the order given. It is
 -- the event path of writes outside node runs that touch many tasks at once
 -- (timers).
 -- name: EventsAppend :many
@@ -97,11 +97,16 @@ WITH ev AS (
          WITH ORDINALITY AS x(task_id, type, node, iteration, data, ord)
 ), n AS (
     SELECT task_id, count(*)::bigint AS n FROM ev GROUP BY task_id
-), t AS (
-    UPDATE tasks SET event_seq = tasks.event_seq + n.n, updated_at = now()
+), u AS (
+    UPDATE tasks SET updated_at = now()
     FROM n
     WHERE tasks.id = n.task_id
-    RETURNING tasks.id, tasks.event_seq - n.n AS base
+    RETURNING tasks.id
+), t AS (
+    UPDATE workflow_checkpoints c SET event_seq = c.event_seq + n.n
+    FROM n JOIN u ON u.id = n.task_id
+    WHERE c.task_id = n.task_id
+    RETURNING c.task_id AS id, c.event_seq - n.n AS base
 )
 INSERT INTO task_events (task_id, seq, type, node, iteration, data, created_at)
 SELECT ev.task_id, t.base + row_number() OVER (PARTITION BY ev.task_id ORDER BY ev.ord), ev.type, ev.node,

@@ -271,7 +271,24 @@ type execution[S any] struct {
 	// pending is the run's first node.started while its commit waits
 	// (deferStart).
 	pending *deferredStart
+	// touched: when the task's row was last written as running (zero: it
+	// may not say running yet), for Commit.Quiet.
+	touched time.Time
+	// touch brings the row up to a node that runs longer than startDelay
+	// after a quiet commit announced it (Toucher).
+	touch *pendingTouch
 }
+
+type pendingTouch struct {
+	timer *time.Timer
+	done  chan struct{} // closed once the fired touch returned
+}
+
+// quietFor is how long a running task's row may go unwritten: commits that
+// keep it running within this of the last write leave it alone (its
+// current node and update time lag by at most this), and the checkpoint
+// row carries the commit.
+const quietFor = time.Second
 
 // startCommitDelay is how long the commit that only announces a run's
 // first node waits for that node to end. A node that ends sooner (most
@@ -335,6 +352,10 @@ func (g *Graph[S]) run(ctx context.Context, e *Engine, snap *Snapshot, fence int
 	if x.cp.Iterations == nil {
 		x.cp.Iterations = map[string]int{}
 	}
+	if snap.Task.Status == StatusRunning {
+		// Claimed (or leased by a decision) just now, as running.
+		x.touched = e.now()
+	}
 	var err error
 	if x.opts, err = ParseOptions(snap.Task.Options); err != nil {
 		return Outcome{}, &StateError{TaskID: x.task.ID, Err: err}
@@ -371,6 +392,7 @@ func (g *Graph[S]) run(ctx context.Context, e *Engine, snap *Snapshot, fence int
 		}
 	}
 	out, err := x.loop(ctx, s, c)
+	x.settleTouch()
 	if serr := x.settleStart(ctx); serr != nil && err == nil {
 		return Outcome{}, serr
 	}
@@ -503,6 +525,8 @@ func (x *execution[S]) loop(ctx context.Context, s S, c *Commit) (Outcome, error
 			x.deferStart(ctx, c)
 		} else if err := x.save(ctx, c); err != nil {
 			return Outcome{}, err
+		} else if c.Quiet {
+			x.armTouch(ctx, name)
 		}
 
 		start := x.e.now()
@@ -639,6 +663,7 @@ func (x *execution[S]) fail(ctx context.Context, c *Commit, node string, iterati
 // save commits c with the current checkpoint when its reason says the
 // checkpoint changed.
 func (x *execution[S]) save(ctx context.Context, c *Commit) error {
+	loud := false
 	if d := x.pending; d != nil {
 		x.pending = nil
 		switch {
@@ -652,11 +677,17 @@ func (x *execution[S]) save(ctx context.Context, c *Commit) error {
 			// and events before this one's.
 			c.Before = d.c
 		default:
-			// Not sent: this commit carries the start first, in seq order.
+			// Not sent: this commit carries the start first, in seq order,
+			// and writes the task row as the start would have.
 			c.Events = append(d.c.Events, c.Events...)
+			loud = true
 		}
 	}
+	x.settleTouch()
 	x.seal(c)
+	if loud {
+		c.Quiet = false
+	}
 	err := x.e.commit(ctx, c)
 	if err != nil {
 		for b := c; b != nil; b = b.Before {
@@ -679,6 +710,12 @@ func (x *execution[S]) seal(c *Commit) {
 	if c.CurrentNode == END {
 		c.CurrentNode = x.cp.LastNode
 	}
+	now := x.e.now()
+	c.Quiet = c.Status == StatusRunning && c.Result == nil && c.Error == "" && c.Create == nil &&
+		!x.touched.IsZero() && now.Sub(x.touched) < quietFor
+	if !c.Quiet && c.Status == StatusRunning {
+		x.touched = now
+	}
 	if c.Reason != "" {
 		x.cp.Step++
 		x.cp.UpdatedAt = x.e.now()
@@ -694,12 +731,46 @@ func (x *execution[S]) seal(c *Commit) {
 // written first in the same transaction when c has a checkpoint.
 func (x *execution[S]) deferStart(ctx context.Context, c *Commit) {
 	x.seal(c)
+	// Sent alone, it is sent because its node runs long: the row shows it.
+	c.Quiet = false
 	d := &deferredStart{c: c, done: make(chan struct{})}
 	x.pending = d
 	d.timer = time.AfterFunc(x.e.startDelay, func() {
 		defer close(d.done)
 		d.err = x.e.commit(ctx, c)
 	})
+}
+
+// armTouch has the task row brought up to node if it still runs after
+// startDelay (its start was committed quietly).
+func (x *execution[S]) armTouch(ctx context.Context, node string) {
+	t, ok := x.e.cp.(Toucher)
+	if !ok {
+		return
+	}
+	id, fence := x.task.ID, x.fence
+	p := &pendingTouch{done: make(chan struct{})}
+	p.timer = time.AfterFunc(x.e.startDelay, func() {
+		defer close(p.done)
+		if err := t.TouchTask(context.WithoutCancel(ctx), id, fence, node); err != nil {
+			x.e.log.Warn("touch task row", "task", id, "node", node, "error", err)
+		}
+	})
+	x.touch = p
+}
+
+// settleTouch stops a touch not yet sent, or waits for one sent (it must
+// not land after the commit that follows it).
+func (x *execution[S]) settleTouch() {
+	p := x.touch
+	if p == nil {
+		return
+	}
+	x.touch = nil
+	if !p.timer.Stop() {
+		<-p.done
+		x.touched = x.e.now()
+	}
 }
 
 // settleStart commits a start still waiting, when the run ends without a

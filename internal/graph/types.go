@@ -327,6 +327,11 @@ type Commit struct {
 	// never become durable after a later commit of the same task.
 	Redoable bool
 
+	// Quiet: the task row need not be written (Status is running, as the
+	// row says, there is no result or error, and the row was written less
+	// than quietFor ago); its current node and update time may lag.
+	Quiet bool
+
 	// Before, when set, is an earlier commit of the same task and fence
 	// that was held back (a decision applied, while its node ran): it is
 	// written first, in the same transaction, its checkpoint appended to
@@ -366,6 +371,14 @@ type Checkpointer interface {
 type FieldCheckpointer interface {
 	Checkpointer
 	LoadRun(ctx context.Context, taskID string) (*Snapshot, error)
+}
+
+// Toucher is a Checkpointer that may leave a running task's row behind
+// its checkpoint (Commit.Quiet): TouchTask brings the row's current node
+// and update time up to a node that has run for a while, when fence is
+// still the task's. The engine calls it from another goroutine.
+type Toucher interface {
+	TouchTask(ctx context.Context, taskID string, fence int64, node string) error
 }
 
 // EventSink receives events after they are committed, in seq order per task.

@@ -90,3 +90,12 @@ func (c *checkpointer) Commit(ctx context.Context, cm *graph.Commit) error {
 	}
 	return err
 }
+
+// TouchTask forwards graph.Toucher to the measured checkpointer (a no-op
+// for one that has none).
+func (c *checkpointer) TouchTask(ctx context.Context, taskID string, fence int64, node string) error {
+	if t, ok := c.Checkpointer.(graph.Toucher); ok {
+		return t.TouchTask(ctx, taskID, fence, node)
+	}
+	return nil
+}

@@ -279,3 +279,18 @@ func (s *Store) transition(ctx context.Context, taskID, action string, change fu
 	s.publish(ctx, taskID, seq)
 	return nil
 }
+
+// TouchTask implements graph.Toucher: the row of a running task whose
+// commits leave it alone (graph.Commit.Quiet) shows node, the one running
+// for a while now, if fence is still the task's. Without waiting for its
+// flush: it only says where the task is.
+func (s *Store) TouchTask(ctx context.Context, taskID string, fence int64, node string) error {
+	id, ok := parseID(taskID)
+	if !ok {
+		return graph.ErrTaskNotFound
+	}
+	b := asyncBatch(ctx, false)
+	p := dbsqlc.TaskTouchParams{ID: id, Fence: fence, Node: node}
+	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TaskTouch(ctx, p) })
+	return s.pool.SendBatch(ctx, b).Close()
+}

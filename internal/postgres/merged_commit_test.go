@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -256,5 +257,136 @@ func TestHeldBackDecisionIsRedoneAfterTheWorkerIsLost(t *testing.T) {
 	}
 	if result != `{"A": 1, "B": 1}` {
 		t.Errorf("result %s, want a and b once each in the state", result)
+	}
+}
+
+// A running task's row is not rewritten by each node's commit: the seq
+// lives on the checkpoint row, and the row is written when the task
+// changes status, or when it was last written longer ago than a second
+// (its current node then catches up).
+func TestQuietCommitsLeaveTheTaskRow(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	store := postgres.NewStore(pool)
+	ctx := context.Background()
+	var mu sync.Mutex
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	type st struct{ N int }
+	var seen []string // the task row's version and current node, as each node starts
+	var id string
+	node := func(name string) graph.NodeFunc[st] {
+		return func(ctx context.Context, _ *graph.NodeRun, s st) (st, error) {
+			var xmin, current string
+			if err := pool.QueryRow(ctx, `SELECT xmin::text, current_node FROM tasks WHERE id = $1`, id).Scan(&xmin, &current); err != nil {
+				return s, err
+			}
+			seen = append(seen, xmin+" "+current)
+			if name == "c" {
+				mu.Lock()
+				now = now.Add(2 * time.Second) // c is slow
+				mu.Unlock()
+			}
+			s.N++
+			return s, nil
+		}
+	}
+	g, err := graph.New[st]("quiet").Node("a", node("a")).Node("b", node("b")).Node("c", node("c")).Node("d", node("d")).
+		Edge("a", "b").Edge("b", "c").Edge("c", "d").Edge("d", graph.END).
+		Init(func(json.RawMessage, graph.Options) (st, error) { return st{}, nil }).Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := graph.NewEngine(store, []graph.Workflow{g}, graph.WithClock(clock), graph.WithStartCommitDelay(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := e.Create(ctx, graph.NewTask{Workflow: "quiet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id = task.ID
+	claims, err := store.ClaimTask(ctx, "w", id, time.Minute)
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("claim: %+v %v", claims, err)
+	}
+	out, err := e.Run(ctx, id, claims[0].Fence)
+	if err != nil || out.Status != graph.StatusSucceeded {
+		t.Fatalf("run: %+v %v", out, err)
+	}
+	ver := func(i int) string { return strings.Fields(seen[i])[0] }
+	node4 := func(i int) string { return strings.Fields(seen[i])[1] }
+	// The run's first commit (a's start with its end, and b's start)
+	// writes the row, b's does not; c's comes more than a second after
+	// the row's last write and writes it (d is current).
+	if ver(1) == ver(0) || node4(1) != "b" {
+		t.Errorf("the run's first commit left the task row alone: %v", seen)
+	}
+	if ver(2) != ver(1) {
+		t.Errorf("the task row was rewritten by a quiet commit: %v", seen)
+	}
+	if ver(3) == ver(2) || node4(3) != "d" {
+		t.Errorf("a commit more than a second after the row's last write left it alone: %v", seen)
+	}
+	var events, last int64
+	var status string
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM task_events WHERE task_id = $1), c.event_seq, t.status
+		FROM tasks t JOIN workflow_checkpoints c ON c.task_id = t.id WHERE t.id = $1`, id).Scan(&events, &last, &status); err != nil {
+		t.Fatal(err)
+	}
+	if events != last || status != "succeeded" {
+		t.Errorf("%d events, the counter at %d, status %s", events, last, status)
+	}
+}
+
+// A node that runs longer than the start delay after a quiet commit
+// announced it brings the task row up to it (graph.Toucher).
+func TestLongNodeTouchesTheTaskRow(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	store := postgres.NewStore(pool)
+	ctx := context.Background()
+	type st struct{ N int }
+	var id string
+	shown := make(chan string, 1)
+	quick := func(_ context.Context, _ *graph.NodeRun, s st) (st, error) { s.N++; return s, nil }
+	slow := func(ctx context.Context, _ *graph.NodeRun, s st) (st, error) {
+		var node string
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+			if err := pool.QueryRow(ctx, `SELECT current_node FROM tasks WHERE id = $1`, id).Scan(&node); err != nil {
+				return s, err
+			}
+			if node == "slow" {
+				break
+			}
+		}
+		shown <- node
+		s.N++
+		return s, nil
+	}
+	g, err := graph.New[st]("touch").Node("a", quick).Node("b", quick).Node("slow", slow).
+		Edge("a", "b").Edge("b", "slow").Edge("slow", graph.END).
+		Init(func(json.RawMessage, graph.Options) (st, error) { return st{}, nil }).Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := graph.NewEngine(store, []graph.Workflow{g}, graph.WithStartCommitDelay(5*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := e.Create(ctx, graph.NewTask{Workflow: "touch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id = task.ID
+	claims, err := store.ClaimTask(ctx, "w", id, time.Minute)
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("claim: %+v %v", claims, err)
+	}
+	if out, err := e.Run(ctx, id, claims[0].Fence); err != nil || out.Status != graph.StatusSucceeded {
+		t.Fatalf("run: %+v %v", out, err)
+	}
+	if node := <-shown; node != "slow" {
+		t.Fatalf("while slow ran the task row said %q", node)
 	}
 }

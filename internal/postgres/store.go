@@ -230,7 +230,8 @@ func (s *Store) prepareCommit(ctx context.Context, c *graph.Commit) (*commitWork
 		return nil, fmt.Errorf("commit task %s: a commit needs at least one event", c.TaskID)
 	}
 	p := dbsqlc.TaskCommitParams{ID: id, Fence: c.Fence, Status: string(c.Status),
-		CurrentNode: c.CurrentNode, Result: c.Result, Error: c.Error, Events: eventsJSON(c.Events)}
+		CurrentNode: c.CurrentNode, Result: c.Result, Error: c.Error, Events: eventsJSON(c.Events),
+		Touch: !c.Quiet || c.Create != nil, FirstCommit: c.Create != nil}
 	var blobs *dbsqlc.StateBlobsPutParams
 	var allBlobs []blob
 	if cp := c.Checkpoint; cp != nil {

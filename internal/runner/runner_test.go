@@ -318,7 +318,7 @@ func TestCancelStopsTheWorker(t *testing.T) {
 	time.Sleep(time.Second)
 	var status string
 	var events int
-	if err := b.pool.QueryRow(context.Background(), "SELECT status, event_seq FROM tasks WHERE id = $1", id).Scan(&status, &events); err != nil {
+	if err := b.pool.QueryRow(context.Background(), "SELECT t.status, c.event_seq FROM tasks t JOIN workflow_checkpoints c ON c.task_id = t.id WHERE t.id = $1", id).Scan(&status, &events); err != nil {
 		t.Fatal(err)
 	}
 	var last string

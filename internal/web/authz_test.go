@@ -332,7 +332,7 @@ func (e *deskEnv) fingerprint(t *testing.T) string {
 	err := e.pool.QueryRow(context.Background(), `SELECT concat_ws(' ',
 		(SELECT count(*) FROM tasks), (SELECT count(*) FROM decisions), (SELECT count(*) FROM approvals),
 		(SELECT count(*) FROM task_events), (SELECT count(*) FROM users), (SELECT count(*) FROM api_tokens),
-		(SELECT md5(coalesce(string_agg(id::text || status || event_seq, ',' ORDER BY id), '')) FROM tasks),
+		(SELECT md5(coalesce(string_agg(t.id::text || t.status || c.event_seq, ',' ORDER BY t.id), '')) FROM tasks t LEFT JOIN workflow_checkpoints c ON c.task_id = t.id),
 		(SELECT md5(coalesce(string_agg(username || role || disabled, ',' ORDER BY username), '')) FROM users))`).Scan(&s)
 	if err != nil {
 		t.Fatalf("fingerprint: %v", err)
@@ -660,7 +660,7 @@ func TestTwoApproversDesk(t *testing.T) {
 	// Both follow the page live: each socket gets the decision area as its
 	// own principal may use it.
 	var seq int64
-	if err := e.pool.QueryRow(context.Background(), `SELECT event_seq FROM tasks WHERE id = $1`, task.ID).Scan(&seq); err != nil {
+	if err := e.pool.QueryRow(context.Background(), `SELECT event_seq FROM workflow_checkpoints WHERE task_id = $1`, task.ID).Scan(&seq); err != nil {
 		t.Fatal(err)
 	}
 	live := func(s testSession) *websocket.Conn {

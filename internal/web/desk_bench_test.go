@@ -174,7 +174,7 @@ func fanout(b *testing.B, conns int) {
 	e.waitPending(id, "prd")
 	last := func() int64 {
 		var n int64
-		if err := e.pool.QueryRow(ctx, `SELECT event_seq FROM tasks WHERE id = $1`, id).Scan(&n); err != nil {
+		if err := e.pool.QueryRow(ctx, `SELECT event_seq FROM workflow_checkpoints WHERE task_id = $1`, id).Scan(&n); err != nil {
 			b.Fatalf("event_seq: %v", err)
 		}
 		return n

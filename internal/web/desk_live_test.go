@@ -136,7 +136,7 @@ func TestLiveFanoutEveryPage(t *testing.T) {
 	e.run.Wake()
 	e.waitPending(id, "plan")
 	var last int64
-	if err := e.pool.QueryRow(context.Background(), `SELECT event_seq FROM tasks WHERE id = $1`, id).Scan(&last); err != nil {
+	if err := e.pool.QueryRow(context.Background(), `SELECT event_seq FROM workflow_checkpoints WHERE task_id = $1`, id).Scan(&last); err != nil {
 		t.Fatal(err)
 	}
 	if last <= seq+2 {
@@ -231,7 +231,7 @@ func TestLiveFeedDropsSlowPage(t *testing.T) {
 	e.run.Wake()
 	e.waitPending(id, "prd")
 	var want int64
-	if err := e.pool.QueryRow(ctx, `SELECT event_seq FROM tasks WHERE id = $1`, id).Scan(&want); err != nil {
+	if err := e.pool.QueryRow(ctx, `SELECT event_seq FROM workflow_checkpoints WHERE task_id = $1`, id).Scan(&want); err != nil {
 		t.Fatal(err)
 	}
 	dropped := false

@@ -267,8 +267,8 @@ func (b *bundle) fingerprint(t *testing.T) string {
 		(SELECT count(*) FROM tasks), (SELECT count(*) FROM workflow_checkpoints),
 		(SELECT count(*) FROM checkpoint_history), (SELECT count(*) FROM interrupts),
 		(SELECT count(*) FROM decisions), (SELECT count(*) FROM task_events), (SELECT count(*) FROM artifacts),
-		(SELECT md5(coalesce(string_agg(id::text || status || updated_at::text || lease_fence || event_seq, ',' ORDER BY id), ''))
-		 FROM tasks),
+		(SELECT md5(coalesce(string_agg(t.id::text || t.status || t.updated_at::text || t.lease_fence || c.event_seq, ',' ORDER BY t.id), ''))
+		 FROM tasks t LEFT JOIN workflow_checkpoints c ON c.task_id = t.id),
 		(SELECT md5(coalesce(string_agg(id::text || status, ',' ORDER BY id), '')) FROM interrupts))`).Scan(&s)
 	if err != nil {
 		t.Fatalf("fingerprint: %v", err)

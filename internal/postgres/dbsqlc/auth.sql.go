@@ -441,14 +441,17 @@ func (q *Queries) SessionsPrune(ctx context.Context, before time.Time) (int64, e
 
 const taskAppendEvent = `-- name: TaskAppendEvent :one
 WITH t AS (
-    UPDATE tasks SET event_seq = event_seq + 1, updated_at = now()
+    UPDATE tasks SET updated_at = now()
     WHERE id = $1::uuid
-    RETURNING event_seq
+    RETURNING id
+), s AS (
+    UPDATE workflow_checkpoints c SET event_seq = c.event_seq + 1 FROM t WHERE c.task_id = t.id
+    RETURNING c.event_seq
 )
 INSERT INTO task_events (task_id, seq, type, node, iteration, data, created_at)
-SELECT $1::uuid, t.event_seq, $2::text, $3::text, $4::int,
+SELECT $1::uuid, s.event_seq, $2::text, $3::text, $4::int,
        $5::jsonb, now()
-FROM t
+FROM s
 RETURNING seq
 `
 

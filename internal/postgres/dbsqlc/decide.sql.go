@@ -14,7 +14,7 @@ import (
 )
 
 const decisionSubject = `-- name: DecisionSubject :one
-SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error, t.event_seq, t.lease_owner, t.lease_expires_at, t.lease_fence, t.last_owner, t.created_by, t.created_at, t.updated_at, t.completed_at, t.definition_version, t.forked_from_task, t.forked_from_step,
+SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error, t.lease_owner, t.lease_expires_at, t.lease_fence, t.last_owner, t.created_by, t.created_at, t.updated_at, t.completed_at, t.definition_version, t.forked_from_task, t.forked_from_step,
        i.id AS i_id, i.task_id AS i_task_id, i.node AS i_node, i.kind AS i_kind, i.iteration AS i_iteration,
        i.payload AS i_payload, i.status AS i_status, i.created_at AS i_created_at, i.resolved_at AS i_resolved_at,
        i.deadline_at AS i_deadline_at, i.overdue AS i_overdue, i.escalation_level AS i_escalation_level,
@@ -65,7 +65,6 @@ func (q *Queries) DecisionSubject(ctx context.Context, arg DecisionSubjectParams
 		&i.Task.CurrentNode,
 		&i.Task.Result,
 		&i.Task.Error,
-		&i.Task.EventSeq,
 		&i.Task.LeaseOwner,
 		&i.Task.LeaseExpiresAt,
 		&i.Task.LeaseFence,
@@ -97,7 +96,7 @@ func (q *Queries) DecisionSubject(ctx context.Context, arg DecisionSubjectParams
 }
 
 const taskWithPending = `-- name: TaskWithPending :one
-SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error, t.event_seq, t.lease_owner, t.lease_expires_at, t.lease_fence, t.last_owner, t.created_by, t.created_at, t.updated_at, t.completed_at, t.definition_version, t.forked_from_task, t.forked_from_step,
+SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error, t.lease_owner, t.lease_expires_at, t.lease_fence, t.last_owner, t.created_by, t.created_at, t.updated_at, t.completed_at, t.definition_version, t.forked_from_task, t.forked_from_step,
        i.id AS i_id, i.task_id AS i_task_id, i.node AS i_node, i.kind AS i_kind, i.iteration AS i_iteration,
        i.payload AS i_payload, i.status AS i_status, i.created_at AS i_created_at, i.resolved_at AS i_resolved_at,
        i.deadline_at AS i_deadline_at, i.overdue AS i_overdue, i.escalation_level AS i_escalation_level,
@@ -143,7 +142,6 @@ func (q *Queries) TaskWithPending(ctx context.Context, taskID uuid.UUID) (TaskWi
 		&i.Task.CurrentNode,
 		&i.Task.Result,
 		&i.Task.Error,
-		&i.Task.EventSeq,
 		&i.Task.LeaseOwner,
 		&i.Task.LeaseExpiresAt,
 		&i.Task.LeaseFence,

@@ -14,7 +14,7 @@ import (
 )
 
 const taskForkPoint = `-- name: TaskForkPoint :one
-SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error, t.event_seq, t.lease_owner, t.lease_expires_at, t.lease_fence, t.last_owner, t.created_by, t.created_at, t.updated_at, t.completed_at, t.definition_version, t.forked_from_task, t.forked_from_step,
+SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error, t.lease_owner, t.lease_expires_at, t.lease_fence, t.last_owner, t.created_by, t.created_at, t.updated_at, t.completed_at, t.definition_version, t.forked_from_task, t.forked_from_step,
        h.step AS h_step, h.reason AS h_reason, h.last_node_id AS h_last_node_id, h.next_node_id AS h_next_node_id,
        h.state AS h_state, h.state_refs AS h_state_refs, sb.keys AS blob_keys, sb.vals AS blob_values,
        h.iterations AS h_iterations, h.answers AS h_answers,
@@ -78,7 +78,6 @@ func (q *Queries) TaskForkPoint(ctx context.Context, arg TaskForkPointParams) (T
 		&i.Task.CurrentNode,
 		&i.Task.Result,
 		&i.Task.Error,
-		&i.Task.EventSeq,
 		&i.Task.LeaseOwner,
 		&i.Task.LeaseExpiresAt,
 		&i.Task.LeaseFence,
@@ -116,7 +115,7 @@ func (q *Queries) TaskForkPoint(ctx context.Context, arg TaskForkPointParams) (T
 }
 
 const taskForks = `-- name: TaskForks :many
-SELECT id, workflow, title, input, options, status, current_node, result, error, event_seq, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at, definition_version, forked_from_task, forked_from_step FROM tasks
+SELECT id, workflow, title, input, options, status, current_node, result, error, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at, definition_version, forked_from_task, forked_from_step FROM tasks
 WHERE forked_from_task = $1::uuid
 ORDER BY created_at, id
 LIMIT $2::int
@@ -147,7 +146,6 @@ func (q *Queries) TaskForks(ctx context.Context, arg TaskForksParams) ([]Task, e
 			&i.CurrentNode,
 			&i.Result,
 			&i.Error,
-			&i.EventSeq,
 			&i.LeaseOwner,
 			&i.LeaseExpiresAt,
 			&i.LeaseFence,

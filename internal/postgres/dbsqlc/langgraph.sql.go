@@ -185,7 +185,7 @@ WITH adopt AS (
     ON CONFLICT (id) DO NOTHING
 )
 INSERT INTO lg_runs (id, thread_id, assistant_id, after_seq, start_step, metadata, kwargs, multitask_strategy, created_by)
-SELECT $1, $2, $3, COALESCE((SELECT t.event_seq FROM tasks t WHERE t.id = $2), 0),
+SELECT $1, $2, $3, COALESCE((SELECT c.event_seq FROM workflow_checkpoints c WHERE c.task_id = $2), 0),
        COALESCE((SELECT c.step FROM workflow_checkpoints c WHERE c.task_id = $2), 0),
        $4, $5, $6, $7
 RETURNING id, thread_id, assistant_id, status, after_seq, end_seq, start_step, metadata, kwargs, multitask_strategy, created_by, created_at, updated_at
@@ -240,8 +240,9 @@ func (q *Queries) LGRunInsert(ctx context.Context, arg LGRunInsertParams) (LgRun
 
 const lGRunInsertResume = `-- name: LGRunInsertResume :one
 WITH t AS (
-    SELECT id, created_by, created_at, event_seq FROM tasks
-    WHERE tasks.id = $7::uuid AND status = 'waiting' AND workflow = $8::text
+    SELECT tasks.id, tasks.created_by, tasks.created_at, c.event_seq
+    FROM tasks JOIN workflow_checkpoints c ON c.task_id = tasks.id
+    WHERE tasks.id = $7::uuid AND tasks.status = 'waiting' AND tasks.workflow = $8::text
 ), adopt AS (
     INSERT INTO lg_threads (id, metadata, created_by, created_at)
     SELECT t.id, $9::jsonb, t.created_by, t.created_at FROM t
@@ -422,7 +423,7 @@ func (q *Queries) LGRunsSettle(ctx context.Context, threadID uuid.UUID) error {
 }
 
 const lGTaskEventSeq = `-- name: LGTaskEventSeq :one
-SELECT event_seq FROM tasks WHERE id = $1
+SELECT event_seq FROM workflow_checkpoints WHERE task_id = $1
 `
 
 func (q *Queries) LGTaskEventSeq(ctx context.Context, id uuid.UUID) (int64, error) {
@@ -434,13 +435,13 @@ func (q *Queries) LGTaskEventSeq(ctx context.Context, id uuid.UUID) (int64, erro
 
 const lGThreadGet = `-- name: LGThreadGet :one
 SELECT th.id, th.metadata, th.created_at, GREATEST(th.updated_at, t.updated_at)::timestamptz AS updated_at,
-       t.status AS task_status, t.workflow AS task_workflow, t.event_seq AS task_event_seq, true AS stored
-FROM lg_threads th LEFT JOIN tasks t ON t.id = th.id
+       t.status AS task_status, t.workflow AS task_workflow, c.event_seq AS task_event_seq, true AS stored
+FROM lg_threads th LEFT JOIN tasks t ON t.id = th.id LEFT JOIN workflow_checkpoints c ON c.task_id = t.id
 WHERE th.id = $1
 UNION ALL
 SELECT t.id, jsonb_build_object('graph_id', t.workflow, 'assistant_id', $2::jsonb ->> t.workflow),
-       t.created_at, t.updated_at, t.status, t.workflow, t.event_seq, false
-FROM tasks t
+       t.created_at, t.updated_at, t.status, t.workflow, c.event_seq, false
+FROM tasks t LEFT JOIN workflow_checkpoints c ON c.task_id = t.id
 WHERE t.id = $1 AND NOT EXISTS (SELECT 1 FROM lg_threads x WHERE x.id = t.id)
 `
 

@@ -158,7 +158,7 @@ func (q *Queries) InterruptPendingByTasks(ctx context.Context, taskIds []uuid.UU
 }
 
 const taskList = `-- name: TaskList :many
-SELECT id, workflow, title, input, options, status, current_node, result, error, event_seq, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at, definition_version, forked_from_task, forked_from_step FROM tasks
+SELECT id, workflow, title, input, options, status, current_node, result, error, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at, definition_version, forked_from_task, forked_from_step FROM tasks
 WHERE (created_at, id) < (COALESCE($1::timestamptz, 'infinity'::timestamptz),
                           COALESCE($2::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid))
 ORDER BY created_at DESC, id DESC
@@ -196,7 +196,6 @@ func (q *Queries) TaskList(ctx context.Context, arg TaskListParams) ([]Task, err
 			&i.CurrentNode,
 			&i.Result,
 			&i.Error,
-			&i.EventSeq,
 			&i.LeaseOwner,
 			&i.LeaseExpiresAt,
 			&i.LeaseFence,
@@ -220,7 +219,7 @@ func (q *Queries) TaskList(ctx context.Context, arg TaskListParams) ([]Task, err
 }
 
 const taskListByStatus = `-- name: TaskListByStatus :many
-SELECT id, workflow, title, input, options, status, current_node, result, error, event_seq, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at, definition_version, forked_from_task, forked_from_step FROM tasks
+SELECT id, workflow, title, input, options, status, current_node, result, error, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at, definition_version, forked_from_task, forked_from_step FROM tasks
 WHERE status = $1::text
   AND ($2::text IS NULL OR workflow = $2::text)
   AND (created_at, id) < (COALESCE($3::timestamptz, 'infinity'::timestamptz),
@@ -263,7 +262,6 @@ func (q *Queries) TaskListByStatus(ctx context.Context, arg TaskListByStatusPara
 			&i.CurrentNode,
 			&i.Result,
 			&i.Error,
-			&i.EventSeq,
 			&i.LeaseOwner,
 			&i.LeaseExpiresAt,
 			&i.LeaseFence,
@@ -287,7 +285,7 @@ func (q *Queries) TaskListByStatus(ctx context.Context, arg TaskListByStatusPara
 }
 
 const taskListByStatusOnly = `-- name: TaskListByStatusOnly :many
-SELECT id, workflow, title, input, options, status, current_node, result, error, event_seq, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at, definition_version, forked_from_task, forked_from_step FROM tasks
+SELECT id, workflow, title, input, options, status, current_node, result, error, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at, definition_version, forked_from_task, forked_from_step FROM tasks
 WHERE id = ANY (ARRAY(
     SELECT k.id FROM tasks k
     WHERE k.status = $1::text
@@ -336,7 +334,6 @@ func (q *Queries) TaskListByStatusOnly(ctx context.Context, arg TaskListByStatus
 			&i.CurrentNode,
 			&i.Result,
 			&i.Error,
-			&i.EventSeq,
 			&i.LeaseOwner,
 			&i.LeaseExpiresAt,
 			&i.LeaseFence,
@@ -360,7 +357,7 @@ func (q *Queries) TaskListByStatusOnly(ctx context.Context, arg TaskListByStatus
 }
 
 const taskListByWorkflow = `-- name: TaskListByWorkflow :many
-SELECT id, workflow, title, input, options, status, current_node, result, error, event_seq, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at, definition_version, forked_from_task, forked_from_step FROM tasks
+SELECT id, workflow, title, input, options, status, current_node, result, error, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at, definition_version, forked_from_task, forked_from_step FROM tasks
 WHERE workflow = $1::text
   AND (created_at, id) < (COALESCE($2::timestamptz, 'infinity'::timestamptz),
                           COALESCE($3::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid))
@@ -399,7 +396,6 @@ func (q *Queries) TaskListByWorkflow(ctx context.Context, arg TaskListByWorkflow
 			&i.CurrentNode,
 			&i.Result,
 			&i.Error,
-			&i.EventSeq,
 			&i.LeaseOwner,
 			&i.LeaseExpiresAt,
 			&i.LeaseFence,

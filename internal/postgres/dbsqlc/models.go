@@ -286,7 +286,6 @@ type Task struct {
 	CurrentNode       string
 	Result            json.RawMessage
 	Error             string
-	EventSeq          int64
 	LeaseOwner        *string
 	LeaseExpiresAt    *time.Time
 	LeaseFence        int64
@@ -348,4 +347,5 @@ type WorkflowCheckpoint struct {
 	Answers            json.RawMessage
 	PendingInterruptID *uuid.UUID
 	StateRefs          json.RawMessage
+	EventSeq           int64
 }

@@ -318,7 +318,9 @@ func (q *Queries) OutboxDoneMany(ctx context.Context, arg OutboxDoneManyParams) 
 
 const outboxEnqueue = `-- name: OutboxEnqueue :many
 WITH t AS (
-    SELECT id, event_seq, created_by FROM tasks WHERE id = $1::uuid
+    SELECT tasks.id, c.event_seq, tasks.created_by
+    FROM tasks JOIN workflow_checkpoints c ON c.task_id = tasks.id
+    WHERE tasks.id = $1::uuid
     -- if_decided: only when this transaction recorded the interrupt's
     -- decision (a batch behind DecisionRecord, which may write nothing)
     AND (NOT $2::bool OR EXISTS (
@@ -537,7 +539,7 @@ const outboxSubjects = `-- name: OutboxSubjects :many
 WITH batch_interrupts AS MATERIALIZED (
     SELECT id, task_id, node, kind, iteration, payload, status, created_at, resolved_at, deadline_at, overdue, escalation_level, claimed_by, claim_expires_at, payload_sha256 FROM interrupts WHERE id = ANY ($2::uuid[])
 )
-SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error, t.event_seq, t.lease_owner, t.lease_expires_at, t.lease_fence, t.last_owner, t.created_by, t.created_at, t.updated_at, t.completed_at, t.definition_version, t.forked_from_task, t.forked_from_step,
+SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error, t.lease_owner, t.lease_expires_at, t.lease_fence, t.last_owner, t.created_by, t.created_at, t.updated_at, t.completed_at, t.definition_version, t.forked_from_task, t.forked_from_step,
        i.id AS i_id, i.task_id AS i_task_id, i.node AS i_node, i.kind AS i_kind, i.iteration AS i_iteration,
        i.payload AS i_payload, i.status AS i_status, i.created_at AS i_created_at, i.resolved_at AS i_resolved_at,
        i.deadline_at AS i_deadline_at, i.overdue AS i_overdue, i.escalation_level AS i_escalation_level,
@@ -605,7 +607,6 @@ func (q *Queries) OutboxSubjects(ctx context.Context, arg OutboxSubjectsParams) 
 			&i.Task.CurrentNode,
 			&i.Task.Result,
 			&i.Task.Error,
-			&i.Task.EventSeq,
 			&i.Task.LeaseOwner,
 			&i.Task.LeaseExpiresAt,
 			&i.Task.LeaseFence,

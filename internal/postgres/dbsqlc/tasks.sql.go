@@ -87,13 +87,16 @@ const taskCancel = `-- name: TaskCancel :one
 WITH t AS (
     UPDATE tasks
     SET status = 'cancelled', lease_fence = lease_fence + 1, lease_owner = NULL, lease_expires_at = NULL,
-        event_seq = event_seq + 1, updated_at = now(), completed_at = now()
+        updated_at = now(), completed_at = now()
     WHERE id = $1::uuid AND status NOT IN ('succeeded', 'failed', 'cancelled')
-    RETURNING event_seq
+    RETURNING id
+), s AS (
+    UPDATE workflow_checkpoints c SET event_seq = c.event_seq + 1 FROM t WHERE c.task_id = t.id
+    RETURNING c.event_seq
 )
 INSERT INTO task_events (task_id, seq, type, data, created_at)
-SELECT $1::uuid, t.event_seq, 'task.cancelled', $2::jsonb, now()
-FROM t
+SELECT $1::uuid, s.event_seq, 'task.cancelled', $2::jsonb, now()
+FROM s
 RETURNING seq
 `
 
@@ -128,7 +131,7 @@ WITH claimed AS (
         FOR UPDATE SKIP LOCKED
     )
     RETURNING id, workflow, title, input, options, status, current_node, result, error,
-              created_by, created_at, updated_at, completed_at, lease_fence, event_seq
+              created_by, created_at, updated_at, completed_at, lease_fence
 )
 SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, t.result, t.error,
        t.created_by, t.created_at, t.updated_at, t.completed_at, t.lease_fence,
@@ -138,9 +141,9 @@ SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, 
        i.payload AS i_payload, i.status AS i_status, i.created_at AS i_created_at, i.resolved_at AS i_resolved_at,
        d.id AS d_id, d.action AS d_action, d.feedback AS d_feedback, d.value AS d_value,
        d.decided_by AS d_decided_by, d.decided_at AS d_decided_at,
-       t.event_seq
+       c.event_seq
 FROM claimed t
-JOIN LATERAL (SELECT id, task_id, state, last_node_id, updated_at, step, next_node_id, iterations, answers, pending_interrupt_id, state_refs FROM workflow_checkpoints wc WHERE wc.task_id = t.id LIMIT 1) c ON true
+JOIN LATERAL (SELECT id, task_id, state, last_node_id, updated_at, step, next_node_id, iterations, answers, pending_interrupt_id, state_refs, event_seq FROM workflow_checkpoints wc WHERE wc.task_id = t.id LIMIT 1) c ON true
 LEFT JOIN LATERAL (SELECT array_agg(r.key ORDER BY r.key)::text[] AS keys,
                           array_agg(b.value ORDER BY r.key)::text[] AS vals
                    FROM jsonb_each_text(c.state_refs) r
@@ -286,7 +289,8 @@ WHERE id IN (
            OR (c.status = 'running' AND (c.lease_expires_at IS NULL OR c.lease_expires_at < now())))
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, lease_fence, event_seq
+RETURNING id, lease_fence,
+          (SELECT c.event_seq FROM workflow_checkpoints c WHERE c.task_id = tasks.id)::bigint AS event_seq
 `
 
 type TaskClaimOneParams struct {
@@ -324,54 +328,66 @@ func (q *Queries) TaskClaimOne(ctx context.Context, arg TaskClaimOneParams) ([]T
 }
 
 const taskCommit = `-- name: TaskCommit :many
-WITH t AS (
+WITH f AS (
+    SELECT id FROM tasks WHERE id = $1::uuid AND lease_fence = $2::bigint FOR SHARE
+), t AS (
     UPDATE tasks
     SET status       = $4,
         current_node = COALESCE(NULLIF($5::text, ''), tasks.current_node),
         result       = COALESCE($6::jsonb, tasks.result),
         error        = $7,
-        event_seq    = tasks.event_seq + jsonb_array_length($3::jsonb),
         updated_at   = now(),
         completed_at = CASE WHEN $4::text IN ('succeeded', 'failed', 'cancelled') THEN now() END,
         -- leaving the running status hands the lease back
         lease_owner      = CASE WHEN $4::text = 'running' THEN tasks.lease_owner END,
         lease_expires_at = CASE WHEN $4::text = 'running' THEN tasks.lease_expires_at END
-    WHERE tasks.id = $1::uuid AND tasks.lease_fence = $2::bigint
-    RETURNING tasks.event_seq
-), cp AS (
-    INSERT INTO workflow_checkpoints AS w (task_id, state, last_node_id, updated_at, step, next_node_id, iterations,
-                                           answers, pending_interrupt_id, state_refs)
-    SELECT $1::uuid, $8::jsonb, $9::text, $10::timestamptz, $11::int,
-           $12::text, $13::jsonb, $14::jsonb, $15::uuid,
-           $16::jsonb
-    WHERE $17::bool
-    ON CONFLICT (task_id) DO UPDATE
-        SET state                = EXCLUDED.state,
-            state_refs           = EXCLUDED.state_refs,
-            last_node_id         = EXCLUDED.last_node_id,
-            updated_at           = EXCLUDED.updated_at,
-            step                 = EXCLUDED.step,
-            next_node_id         = EXCLUDED.next_node_id,
-            iterations           = EXCLUDED.iterations,
-            answers              = EXCLUDED.answers,
-            pending_interrupt_id = EXCLUDED.pending_interrupt_id
+    FROM f
+    WHERE tasks.id = f.id AND $8::bool
+), cpu AS (
+    UPDATE workflow_checkpoints AS w
+    SET state                = CASE WHEN $9::bool THEN $10::jsonb ELSE w.state END,
+        state_refs           = CASE WHEN $9::bool THEN $11::jsonb ELSE w.state_refs END,
+        last_node_id         = CASE WHEN $9::bool THEN $12::text ELSE w.last_node_id END,
+        updated_at           = CASE WHEN $9::bool THEN $13::timestamptz ELSE w.updated_at END,
+        step                 = CASE WHEN $9::bool THEN $14::int ELSE w.step END,
+        next_node_id         = CASE WHEN $9::bool THEN $15::text ELSE w.next_node_id END,
+        iterations           = CASE WHEN $9::bool THEN $16::jsonb ELSE w.iterations END,
+        answers              = CASE WHEN $9::bool THEN $17::jsonb ELSE w.answers END,
+        pending_interrupt_id = CASE WHEN $9::bool THEN $18::uuid
+                                    ELSE w.pending_interrupt_id END,
+        event_seq            = w.event_seq + jsonb_array_length($3::jsonb)
+    FROM f
+    WHERE w.task_id = f.id AND NOT $19::bool
     RETURNING w.task_id, w.step, w.last_node_id, w.next_node_id, w.state, w.iterations, w.answers,
-              w.pending_interrupt_id, w.updated_at, w.state_refs
+              w.pending_interrupt_id, w.updated_at, w.state_refs, w.event_seq
+), cpi AS (
+    INSERT INTO workflow_checkpoints AS w (task_id, state, last_node_id, updated_at, step, next_node_id, iterations,
+                                           answers, pending_interrupt_id, state_refs, event_seq)
+    SELECT f.id, $10::jsonb, $12::text, $13::timestamptz, $14::int, $15::text,
+           $16::jsonb, $17::jsonb, $18::uuid, $11::jsonb,
+           jsonb_array_length($3::jsonb)
+    FROM f
+    WHERE $19::bool
+    RETURNING w.task_id, w.step, w.last_node_id, w.next_node_id, w.state, w.iterations, w.answers,
+              w.pending_interrupt_id, w.updated_at, w.state_refs, w.event_seq
+), cp AS (
+    SELECT task_id, step, last_node_id, next_node_id, state, iterations, answers, pending_interrupt_id, updated_at, state_refs, event_seq FROM cpu UNION ALL SELECT task_id, step, last_node_id, next_node_id, state, iterations, answers, pending_interrupt_id, updated_at, state_refs, event_seq FROM cpi
 ), h AS (
     INSERT INTO checkpoint_history (task_id, step, reason, last_node_id, next_node_id, state, iterations, answers,
                                     pending_interrupt_id, created_at, state_refs)
-    SELECT task_id, step, $18::text, last_node_id, next_node_id, state, iterations, answers, pending_interrupt_id,
+    SELECT task_id, step, $20::text, last_node_id, next_node_id, state, iterations, answers, pending_interrupt_id,
            updated_at, state_refs
     FROM cp
+    WHERE $9::bool
 )
 INSERT INTO task_events (task_id, seq, type, node, iteration, phase, duration_ms, data, created_at)
 SELECT $1::uuid,
-       CASE WHEN t.event_seq IS NULL THEN gatehouse_lease_lost($1::uuid, $2::bigint)
-            ELSE t.event_seq - jsonb_array_length($3::jsonb) + e.ord END,
+       CASE WHEN cp.event_seq IS NULL THEN gatehouse_lease_lost($1::uuid, $2::bigint)
+            ELSE cp.event_seq - jsonb_array_length($3::jsonb) + e.ord END,
        e.ev->>'type', e.ev->>'node', (e.ev->>'iteration')::int, e.ev->>'phase', (e.ev->>'duration_ms')::bigint,
        e.ev->'data', (e.ev->>'at')::timestamptz
 FROM jsonb_array_elements($3::jsonb) WITH ORDINALITY AS e(ev, ord)
-LEFT JOIN t ON true
+LEFT JOIN cp ON true
 RETURNING seq
 `
 
@@ -383,7 +399,10 @@ type TaskCommitParams struct {
 	CurrentNode        string
 	Result             json.RawMessage
 	Error              string
+	Touch              bool
+	SaveCheckpoint     bool
 	State              json.RawMessage
+	StateRefs          json.RawMessage
 	LastNodeID         string
 	CpUpdatedAt        time.Time
 	Step               int32
@@ -391,21 +410,25 @@ type TaskCommitParams struct {
 	Iterations         json.RawMessage
 	Answers            json.RawMessage
 	PendingInterruptID *uuid.UUID
-	StateRefs          json.RawMessage
-	SaveCheckpoint     bool
+	FirstCommit        bool
 	Reason             string
 }
 
-// TaskCommit is a node run's whole commit in one statement: the fenced
-// update of the task, its events with gap-free seqs taken from
-// tasks.event_seq, and (when save_checkpoint) the upsert of the current
-// checkpoint with its copy in the history. A commit always carries at least
-// one event; when the fenced update matches nothing, the first seq calls
-// gatehouse_lease_lost, which raises and aborts the transaction, so a
-// writer that lost its lease writes nothing at all. The events come as one
+// TaskCommit is a node run's whole commit in one statement: its events
+// with gap-free seqs taken from the checkpoint row's event_seq, the
+// checkpoint (when save_checkpoint) with its copy in the history, and the
+// task row when touch (a change of status, a result or error, or a row not
+// written for a while: a running task's row is not rewritten by every
+// node). The fence is checked under a share lock on the task row (f): a
+// claim's FOR UPDATE SKIP LOCKED passes the row by, and a cancel or a
+// decision, which move the fence, wait for this commit. A commit always
+// carries at least one event; when the fence does not match, the first
+// seq calls gatehouse_lease_lost, which raises and aborts the transaction,
+// so a writer that lost its lease writes nothing at all. first_commit: the
+// task's first commit, which inserts its checkpoint row (the task row
+// comes from TaskInsert in the same transaction). The events come as one
 // JSON array of objects (type, node, iteration, phase, duration_ms, data,
-// at): seven parallel arrays cost pgx an encode plan, a boxed value per
-// element and a length-prefixed copy each, on every node run.
+// at).
 func (q *Queries) TaskCommit(ctx context.Context, arg TaskCommitParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, taskCommit,
 		arg.ID,
@@ -415,7 +438,10 @@ func (q *Queries) TaskCommit(ctx context.Context, arg TaskCommitParams) ([]int64
 		arg.CurrentNode,
 		arg.Result,
 		arg.Error,
+		arg.Touch,
+		arg.SaveCheckpoint,
 		arg.State,
+		arg.StateRefs,
 		arg.LastNodeID,
 		arg.CpUpdatedAt,
 		arg.Step,
@@ -423,8 +449,7 @@ func (q *Queries) TaskCommit(ctx context.Context, arg TaskCommitParams) ([]int64
 		arg.Iterations,
 		arg.Answers,
 		arg.PendingInterruptID,
-		arg.StateRefs,
-		arg.SaveCheckpoint,
+		arg.FirstCommit,
 		arg.Reason,
 	)
 	if err != nil {
@@ -484,7 +509,7 @@ func (q *Queries) TaskCountByStatus(ctx context.Context) ([]TaskCountByStatusRow
 }
 
 const taskGet = `-- name: TaskGet :one
-SELECT id, workflow, title, input, options, status, current_node, result, error, event_seq, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at, definition_version, forked_from_task, forked_from_step FROM tasks WHERE id = $1
+SELECT id, workflow, title, input, options, status, current_node, result, error, lease_owner, lease_expires_at, lease_fence, last_owner, created_by, created_at, updated_at, completed_at, definition_version, forked_from_task, forked_from_step FROM tasks WHERE id = $1
 `
 
 func (q *Queries) TaskGet(ctx context.Context, id uuid.UUID) (Task, error) {
@@ -500,7 +525,6 @@ func (q *Queries) TaskGet(ctx context.Context, id uuid.UUID) (Task, error) {
 		&i.CurrentNode,
 		&i.Result,
 		&i.Error,
-		&i.EventSeq,
 		&i.LeaseOwner,
 		&i.LeaseExpiresAt,
 		&i.LeaseFence,
@@ -608,13 +632,16 @@ func (q *Queries) TaskRelease(ctx context.Context, arg TaskReleaseParams) (int64
 const taskRetry = `-- name: TaskRetry :one
 WITH t AS (
     UPDATE tasks
-    SET status = 'queued', error = '', completed_at = NULL, event_seq = event_seq + 1, updated_at = now()
+    SET status = 'queued', error = '', completed_at = NULL, updated_at = now()
     WHERE id = $1::uuid AND status = 'failed'
-    RETURNING event_seq, current_node
+    RETURNING id, current_node
+), s AS (
+    UPDATE workflow_checkpoints c SET event_seq = c.event_seq + 1 FROM t WHERE c.task_id = t.id
+    RETURNING c.event_seq, t.current_node
 )
 INSERT INTO task_events (task_id, seq, type, node, data, created_at)
-SELECT $1::uuid, t.event_seq, 'task.retried', t.current_node, $2::jsonb, now()
-FROM t
+SELECT $1::uuid, s.event_seq, 'task.retried', s.current_node, $2::jsonb, now()
+FROM s
 RETURNING seq
 `
 
@@ -630,6 +657,24 @@ func (q *Queries) TaskRetry(ctx context.Context, arg TaskRetryParams) (int64, er
 	var seq int64
 	err := row.Scan(&seq)
 	return seq, err
+}
+
+const taskTouch = `-- name: TaskTouch :exec
+UPDATE tasks SET current_node = $1::text, updated_at = now()
+WHERE id = $2::uuid AND lease_fence = $3::bigint AND status = 'running'
+`
+
+type TaskTouchParams struct {
+	Node  string
+	ID    uuid.UUID
+	Fence int64
+}
+
+// TaskTouch brings a running task's row up to the node it runs now
+// (graph.Toucher).
+func (q *Queries) TaskTouch(ctx context.Context, arg TaskTouchParams) error {
+	_, err := q.db.Exec(ctx, taskTouch, arg.Node, arg.ID, arg.Fence)
+	return err
 }
 
 const txAsyncCommit = `-- name: TxAsyncCommit :exec

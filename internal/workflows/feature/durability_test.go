@@ -129,6 +129,18 @@ func TestDurabilityCancelledNodeRunResumes(t *testing.T) {
 			case <-time.After(time.Minute):
 				t.Fatalf("%s was never called", tc.node)
 			}
+			// The task's row shows the node a moment after it starts (the
+			// commits of a running task leave the row behind while its
+			// nodes are quick).
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+				if task := p.task(id); task.Status == graph.StatusRunning && task.CurrentNode == tc.node {
+					break
+				}
+				if time.Now().After(deadline) {
+					task := p.task(id)
+					t.Fatalf("task while %s runs = %s at %s, want running at %s", tc.node, task.Status, task.CurrentNode, tc.node)
+				}
+			}
 			cancel()
 			var r result
 			select {

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/gatehousehq/gatehouse/internal/config"
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+)
+
+// seqOnCheckpointVersion is the migration that moved the per-task event
+// counter from the task row to the checkpoint row (00100).
+const seqOnCheckpointVersion = 100
+
+// Tasks waiting at their gates cross 00100 both ways: down, each task row
+// holds its last event's seq again; up, the checkpoint row does; then every
+// task resumes on its decision, and its events stay gap-free.
+func TestMigrationEventSeqResumesWaitingTasks(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	p, err := newProvider(config.LLM{Provider: "scripted"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wfs, err := buildWorkflows(p, config.LLM{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := graph.NewEngine(postgres.NewStore(pool), wfs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type waiting struct {
+		id  string
+		itr *graph.Interrupt
+	}
+	var tasks []waiting
+	for _, nt := range []graph.NewTask{
+		{Workflow: "feature", Input: js(t, map[string]any{"description": "Export the audit log."}),
+			Options: js(t, map[string]any{"gates": map[string]bool{"allowPrd": false, "allowPlan": false, "allowMerge": false}})},
+		{Workflow: "sdd", Input: js(t, map[string]any{"project_brief": "A billing service."}),
+			Options: js(t, map[string]any{"gates": map[string]bool{"allowSdd": false}})},
+		{Workflow: "analyze", Input: js(t, map[string]any{"query": "why do the approvals take long?"})},
+	} {
+		task, err := e.Create(ctx, nt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := e.Run(ctx, task.ID, 0)
+		if err != nil || out.Status != graph.StatusWaiting {
+			t.Fatalf("%s: %+v %v", nt.Workflow, out, err)
+		}
+		tasks = append(tasks, waiting{task.ID, out.Interrupt})
+	}
+	lastSeq := func(id string) (n int64) {
+		if err := pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM task_events WHERE task_id = $1`, id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	for appliedVersion(ctx, t, pool) >= seqOnCheckpointVersion {
+		if err := postgres.MigrateDown(ctx, pool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, w := range tasks {
+		var seq int64
+		if err := pool.QueryRow(ctx, `SELECT event_seq FROM tasks WHERE id = $1`, w.id).Scan(&seq); err != nil {
+			t.Fatal(err)
+		}
+		if seq != lastSeq(w.id) || seq == 0 {
+			t.Errorf("task %s: event_seq %d on its row after migrating down, want %d", w.id, seq, lastSeq(w.id))
+		}
+	}
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if e, err = graph.NewEngine(postgres.NewStore(pool), wfs); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range tasks {
+		in := graph.DecisionInput{InterruptID: w.itr.ID, Action: graph.ActionApprove}
+		if w.itr.Payload.Type == graph.InterruptQuestion {
+			in = graph.DecisionInput{InterruptID: w.itr.ID, Action: graph.ActionRespond, Value: js(t, "yes, go on")}
+		}
+		if _, err := e.Decide(ctx, w.id, in); err != nil {
+			t.Fatal(err)
+		}
+		out, err := e.Run(ctx, w.id, 0)
+		if err != nil || (out.Status != graph.StatusSucceeded && out.Status != graph.StatusWaiting) {
+			t.Fatalf("resume %s: %+v %v", w.id, out, err)
+		}
+		var n, seq int64
+		if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM task_events WHERE task_id = $1),
+			(SELECT event_seq FROM workflow_checkpoints WHERE task_id = $1)`, w.id).Scan(&n, &seq); err != nil {
+			t.Fatal(err)
+		}
+		if n != lastSeq(w.id) || seq != n {
+			t.Errorf("task %s: %d events, last seq %d, counter %d: want gap-free", w.id, n, lastSeq(w.id), seq)
+		}
+	}
+}
