@@ -80,6 +80,7 @@ func loadScale(tb testing.TB, pool *pgxpool.Pool) {
 	}
 	payload := `{"type":"gate","title":"Approve the PRD (spec.yaml)","artifact":{"name":"spec.yaml","content_type":"application/yaml","content":"name: x"},"actions":["approve","reject","edit"]}`
 	kinds := []string{"prd", "plan", "merge"}
+	itrs := make([]uuid.UUID, scaleWaiting)
 	i = 0
 	if n, err = pool.CopyFrom(ctx, pgx.Identifier{"interrupts"},
 		[]string{"id", "task_id", "node", "kind", "iteration", "payload", "status", "created_at"},
@@ -88,10 +89,29 @@ func loadScale(tb testing.TB, pool *pgxpool.Pool) {
 				return nil, nil
 			}
 			t := scaleRunnable + i
+			itrs[i] = uuid.New()
 			i++
-			return []any{uuid.New(), ids[t], "requirements", kinds[t%3], 1, payload, "pending", created(t)}, nil
+			return []any{itrs[i-1], ids[t], "requirements", kinds[t%3], 1, payload, "pending", created(t)}, nil
 		})); err != nil || n != scaleWaiting {
 		tb.Fatalf("copy interrupts: %d %v", n, err)
+	}
+	// The runnable and waiting tasks' checkpoints (a claim reads the run's
+	// state with it; a task's event counter lives there).
+	i = 0
+	if n, err = pool.CopyFrom(ctx, pgx.Identifier{"workflow_checkpoints"},
+		[]string{"task_id", "state", "last_node_id", "next_node_id", "step", "pending_interrupt_id", "event_seq"},
+		pgx.CopyFromFunc(func() ([]any, error) {
+			if i == scaleRunnable+scaleWaiting {
+				return nil, nil
+			}
+			t := i
+			i++
+			if t < scaleRunnable {
+				return []any{ids[t], `{"description":"scale"}`, "", "analyze", 0, nil, 1}, nil
+			}
+			return []any{ids[t], `{"description":"scale"}`, "analyze", "requirements", 2, itrs[t-scaleRunnable], 6}, nil
+		})); err != nil || n != scaleRunnable+scaleWaiting {
+		tb.Fatalf("copy checkpoints: %d %v", n, err)
 	}
 	i = 0
 	if n, err = pool.CopyFrom(ctx, pgx.Identifier{"checkpoint_history"},
