@@ -245,7 +245,8 @@ WITH t AS (
     WHERE id = sqlc.arg(task_id)::uuid
     RETURNING id
 ), s AS (
-    UPDATE workflow_checkpoints c SET event_seq = c.event_seq + 1 FROM t WHERE c.task_id = t.id
+    INSERT INTO workflow_checkpoints AS c (task_id, state, event_seq) SELECT t.id, '{}', 1 FROM t
+    ON CONFLICT (task_id) DO UPDATE SET event_seq = c.event_seq + 1
     RETURNING c.event_seq
 )
 INSERT INTO task_events (task_id, seq, type, node, iteration, data, created_at)

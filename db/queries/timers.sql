@@ -102,11 +102,14 @@ WITH ev AS (
     FROM n
     WHERE tasks.id = n.task_id
     RETURNING tasks.id
+), s AS (
+    INSERT INTO workflow_checkpoints AS c (task_id, state, event_seq)
+    SELECT n.task_id, '{}', n.n FROM n JOIN u ON u.id = n.task_id
+    ORDER BY n.task_id
+    ON CONFLICT (task_id) DO UPDATE SET event_seq = c.event_seq + EXCLUDED.event_seq
+    RETURNING c.task_id, c.event_seq
 ), t AS (
-    UPDATE workflow_checkpoints c SET event_seq = c.event_seq + n.n
-    FROM n JOIN u ON u.id = n.task_id
-    WHERE c.task_id = n.task_id
-    RETURNING c.task_id AS id, c.event_seq - n.n AS base
+    SELECT s.task_id AS id, s.event_seq - n.n AS base FROM s JOIN n ON n.task_id = s.task_id
 )
 INSERT INTO task_events (task_id, seq, type, node, iteration, data, created_at)
 SELECT ev.task_id, t.base + row_number() OVER (PARTITION BY ev.task_id ORDER BY ev.ord), ev.type, ev.node,

@@ -81,7 +81,8 @@ WITH i AS (
     WHERE tasks.id = $2::uuid AND EXISTS (SELECT 1 FROM d)
     RETURNING tasks.id, tasks.lease_fence, tasks.status
 ), s AS (
-    UPDATE workflow_checkpoints c SET event_seq = c.event_seq + 1 FROM t WHERE c.task_id = t.id
+    INSERT INTO workflow_checkpoints AS c (task_id, state, event_seq) SELECT t.id, '{}', 1 FROM t
+    ON CONFLICT (task_id) DO UPDATE SET event_seq = c.event_seq + 1
     RETURNING c.event_seq
 ), e AS (
     INSERT INTO task_events (task_id, seq, type, node, iteration, phase, data, created_at)

@@ -91,7 +91,10 @@ WITH t AS (
     WHERE id = $1::uuid AND status NOT IN ('succeeded', 'failed', 'cancelled')
     RETURNING id
 ), s AS (
-    UPDATE workflow_checkpoints c SET event_seq = c.event_seq + 1 FROM t WHERE c.task_id = t.id
+    -- (an upsert: a task without a checkpoint row, which the product never
+    -- makes, still counts its events)
+    INSERT INTO workflow_checkpoints AS c (task_id, state, event_seq) SELECT t.id, '{}', 1 FROM t
+    ON CONFLICT (task_id) DO UPDATE SET event_seq = c.event_seq + 1
     RETURNING c.event_seq
 )
 INSERT INTO task_events (task_id, seq, type, data, created_at)
@@ -636,12 +639,13 @@ WITH t AS (
     WHERE id = $1::uuid AND status = 'failed'
     RETURNING id, current_node
 ), s AS (
-    UPDATE workflow_checkpoints c SET event_seq = c.event_seq + 1 FROM t WHERE c.task_id = t.id
-    RETURNING c.event_seq, t.current_node
+    INSERT INTO workflow_checkpoints AS c (task_id, state, event_seq) SELECT t.id, '{}', 1 FROM t
+    ON CONFLICT (task_id) DO UPDATE SET event_seq = c.event_seq + 1
+    RETURNING c.event_seq
 )
 INSERT INTO task_events (task_id, seq, type, node, data, created_at)
-SELECT $1::uuid, s.event_seq, 'task.retried', s.current_node, $2::jsonb, now()
-FROM s
+SELECT $1::uuid, s.event_seq, 'task.retried', t.current_node, $2::jsonb, now()
+FROM s, t
 RETURNING seq
 `
 
