@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatehousehq/gatehouse/internal/config"
 	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
@@ -22,14 +21,7 @@ func TestMigrationEventSeqResumesWaitingTasks(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	p, err := newProvider(config.LLM{Provider: "scripted"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wfs, err := buildWorkflows(p, config.LLM{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	wfs := scriptedWorkflows(t)
 	e, err := graph.NewEngine(postgres.NewStore(pool), wfs)
 	if err != nil {
 		t.Fatal(err)

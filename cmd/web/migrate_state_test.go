@@ -31,14 +31,7 @@ func TestMigrationStateBlobsResumesWaitingTasks(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	p, err := newProvider(config.LLM{Provider: "scripted"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wfs, err := buildWorkflows(p, config.LLM{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	wfs := scriptedWorkflows(t)
 	store := postgres.NewStore(pool)
 	e, err := graph.NewEngine(store, wfs)
 	if err != nil {
@@ -185,4 +178,18 @@ func appliedVersion(ctx context.Context, t *testing.T, pool *pgxpool.Pool) int64
 		}
 	}
 	return v
+}
+
+// scriptedWorkflows are the product's workflows on the scripted LLM.
+func scriptedWorkflows(t *testing.T) []graph.Workflow {
+	t.Helper()
+	p, err := newProvider(config.LLM{Provider: "scripted"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wfs, err := buildWorkflows(p, config.LLM{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wfs
 }

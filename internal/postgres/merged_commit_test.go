@@ -301,16 +301,9 @@ func TestQuietCommitsLeaveTheTaskRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task, err := e.Create(ctx, graph.NewTask{Workflow: "quiet"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id = task.ID
-	claims, err := store.ClaimTask(ctx, "w", id, time.Minute)
-	if err != nil || len(claims) != 1 {
-		t.Fatalf("claim: %+v %v", claims, err)
-	}
-	out, err := e.Run(ctx, id, claims[0].Fence)
+	var fence int64
+	id, fence = createClaimed(t, e, store, "quiet")
+	out, err := e.Run(ctx, id, fence)
 	if err != nil || out.Status != graph.StatusSucceeded {
 		t.Fatalf("run: %+v %v", out, err)
 	}
@@ -374,19 +367,28 @@ func TestLongNodeTouchesTheTaskRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task, err := e.Create(ctx, graph.NewTask{Workflow: "touch"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id = task.ID
-	claims, err := store.ClaimTask(ctx, "w", id, time.Minute)
-	if err != nil || len(claims) != 1 {
-		t.Fatalf("claim: %+v %v", claims, err)
-	}
-	if out, err := e.Run(ctx, id, claims[0].Fence); err != nil || out.Status != graph.StatusSucceeded {
+	var fence int64
+	id, fence = createClaimed(t, e, store, "touch")
+	if out, err := e.Run(ctx, id, fence); err != nil || out.Status != graph.StatusSucceeded {
 		t.Fatalf("run: %+v %v", out, err)
 	}
 	if node := <-shown; node != "slow" {
 		t.Fatalf("while slow ran the task row said %q", node)
 	}
+}
+
+// createClaimed creates a task of workflow and claims it, as a worker
+// does before it runs a task: its row says running.
+func createClaimed(t *testing.T, e *graph.Engine, store *postgres.Store, workflow string) (id string, fence int64) {
+	t.Helper()
+	ctx := context.Background()
+	task, err := e.Create(ctx, graph.NewTask{Workflow: workflow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := store.ClaimTask(ctx, "w", task.ID, time.Minute)
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("claim: %+v %v", claims, err)
+	}
+	return task.ID, claims[0].Fence
 }
