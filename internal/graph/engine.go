@@ -269,19 +269,41 @@ type execution[S any] struct {
 	// apart: the checkpointer takes large fields apart (FieldCheckpointer).
 	apart bool
 	// pending is the run's first node.started while its commit waits
-	// (deferStart).
-	pending *deferredStart
+	// (deferStart); pendingCommit its commit.
+	pending       *delayed
+	pendingCommit *Commit
 	// touched: when the task's row was last written as running (zero: it
 	// may not say running yet), for Commit.Quiet.
 	touched time.Time
 	// touch brings the row up to a node that runs longer than startDelay
 	// after a quiet commit announced it (Toucher).
-	touch *pendingTouch
+	touch *delayed
 }
 
-type pendingTouch struct {
+// delayed is work done on a timer's goroutine unless it is stopped first.
+type delayed struct {
 	timer *time.Timer
-	done  chan struct{} // closed once the fired touch returned
+	done  chan struct{} // closed once the work returned
+	err   error
+}
+
+func after(d time.Duration, work func() error) *delayed {
+	p := &delayed{done: make(chan struct{})}
+	p.timer = time.AfterFunc(d, func() {
+		defer close(p.done)
+		p.err = work()
+	})
+	return p
+}
+
+// stop reports whether the work was stopped before it started; if not,
+// it waits for the work to return.
+func (p *delayed) stop() bool {
+	if p.timer.Stop() {
+		return true
+	}
+	<-p.done
+	return false
 }
 
 // quietFor is how long a running task's row may go unwritten: commits that
@@ -297,14 +319,6 @@ const quietFor = time.Second
 // fewer per run. A slower node's start is committed when the delay is
 // over, so live views see it start a few milliseconds late at most.
 const startCommitDelay = 5 * time.Millisecond
-
-// deferredStart is a start commit waiting for startCommitDelay.
-type deferredStart struct {
-	c     *Commit
-	timer *time.Timer
-	done  chan struct{} // closed once the timer's commit returned
-	err   error
-}
 
 // initial is the state a task starts from; apart: with its large fields
 // apart (for a FieldCheckpointer).
@@ -663,31 +677,28 @@ func (x *execution[S]) fail(ctx context.Context, c *Commit, node string, iterati
 // save commits c with the current checkpoint when its reason says the
 // checkpoint changed.
 func (x *execution[S]) save(ctx context.Context, c *Commit) error {
-	loud := false
-	if d := x.pending; d != nil {
-		x.pending = nil
+	mayBeQuiet := true
+	if d, dc := x.pending, x.pendingCommit; d != nil {
+		x.pending, x.pendingCommit = nil, nil
 		switch {
-		case !d.timer.Stop():
-			if <-d.done; d.err != nil {
+		case !d.stop():
+			if d.err != nil {
 				return d.err
 			}
-		case d.c.Checkpoint != nil:
+		case dc.Checkpoint != nil:
 			// Not sent, and a checkpoint of its own (a decision applied):
 			// it goes first in this commit's transaction, its history row
 			// and events before this one's.
-			c.Before = d.c
+			c.Before = dc
 		default:
 			// Not sent: this commit carries the start first, in seq order,
 			// and writes the task row as the start would have.
-			c.Events = append(d.c.Events, c.Events...)
-			loud = true
+			c.Events = append(dc.Events, c.Events...)
+			mayBeQuiet = false
 		}
 	}
 	x.settleTouch()
-	x.seal(c)
-	if loud {
-		c.Quiet = false
-	}
+	x.seal(c, mayBeQuiet)
 	err := x.e.commit(ctx, c)
 	if err != nil {
 		for b := c; b != nil; b = b.Before {
@@ -702,23 +713,24 @@ func (x *execution[S]) save(ctx context.Context, c *Commit) error {
 	return err
 }
 
-// seal gives c its task, fence and position, and the current checkpoint
-// (as the next step) when its reason says the checkpoint changed.
-func (x *execution[S]) seal(c *Commit) {
+// seal gives c its task, fence and position, whether it may leave the
+// task row alone (Quiet, when mayBeQuiet), and the current checkpoint (as
+// the next step) when its reason says the checkpoint changed.
+func (x *execution[S]) seal(c *Commit, mayBeQuiet bool) {
 	c.TaskID, c.Fence = x.task.ID, x.fence
 	c.CurrentNode = x.cp.NextNode
 	if c.CurrentNode == END {
 		c.CurrentNode = x.cp.LastNode
 	}
 	now := x.e.now()
-	c.Quiet = c.Status == StatusRunning && c.Result == nil && c.Error == "" && c.Create == nil &&
+	c.Quiet = mayBeQuiet && c.Status == StatusRunning && c.Result == nil && c.Error == "" && c.Create == nil &&
 		!x.touched.IsZero() && now.Sub(x.touched) < quietFor
 	if !c.Quiet && c.Status == StatusRunning {
 		x.touched = now
 	}
 	if c.Reason != "" {
 		x.cp.Step++
-		x.cp.UpdatedAt = x.e.now()
+		x.cp.UpdatedAt = now
 		cp := x.cp
 		cp.Iterations = maps.Clone(x.cp.Iterations)
 		c.Checkpoint = &cp
@@ -730,15 +742,10 @@ func (x *execution[S]) seal(c *Commit) {
 // unless a save takes it along before: in its events, or as the commit
 // written first in the same transaction when c has a checkpoint.
 func (x *execution[S]) deferStart(ctx context.Context, c *Commit) {
-	x.seal(c)
 	// Sent alone, it is sent because its node runs long: the row shows it.
-	c.Quiet = false
-	d := &deferredStart{c: c, done: make(chan struct{})}
-	x.pending = d
-	d.timer = time.AfterFunc(x.e.startDelay, func() {
-		defer close(d.done)
-		d.err = x.e.commit(ctx, c)
-	})
+	x.seal(c, false)
+	x.pendingCommit = c
+	x.pending = after(x.e.startDelay, func() error { return x.e.commit(ctx, c) })
 }
 
 // armTouch has the task row brought up to node if it still runs after
@@ -749,14 +756,12 @@ func (x *execution[S]) armTouch(ctx context.Context, node string) {
 		return
 	}
 	id, fence := x.task.ID, x.fence
-	p := &pendingTouch{done: make(chan struct{})}
-	p.timer = time.AfterFunc(x.e.startDelay, func() {
-		defer close(p.done)
+	x.touch = after(x.e.startDelay, func() error {
 		if err := t.TouchTask(context.WithoutCancel(ctx), id, fence, node); err != nil {
 			x.e.log.Warn("touch task row", "task", id, "node", node, "error", err)
 		}
+		return nil
 	})
-	x.touch = p
 }
 
 // settleTouch stops a touch not yet sent, or waits for one sent (it must
@@ -767,8 +772,7 @@ func (x *execution[S]) settleTouch() {
 		return
 	}
 	x.touch = nil
-	if !p.timer.Stop() {
-		<-p.done
+	if !p.stop() {
 		x.touched = x.e.now()
 	}
 }
@@ -776,15 +780,14 @@ func (x *execution[S]) settleTouch() {
 // settleStart commits a start still waiting, when the run ends without a
 // commit of its own (cancelled in the node): the node did start.
 func (x *execution[S]) settleStart(ctx context.Context) error {
-	d := x.pending
+	d, dc := x.pending, x.pendingCommit
 	if d == nil {
 		return nil
 	}
-	x.pending = nil
-	if d.timer.Stop() {
-		return x.e.commit(ctx, d.c)
+	x.pending, x.pendingCommit = nil, nil
+	if d.stop() {
+		return x.e.commit(ctx, dc)
 	}
-	<-d.done
 	return d.err
 }
 
