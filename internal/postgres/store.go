@@ -231,7 +231,7 @@ func (s *Store) prepareCommit(ctx context.Context, c *graph.Commit) (*commitWork
 	}
 	p := dbsqlc.TaskCommitParams{ID: id, Fence: c.Fence, Status: string(c.Status),
 		CurrentNode: c.CurrentNode, Result: c.Result, Error: c.Error, Events: eventsJSON(c.Events),
-		Touch: !c.Quiet || c.Create != nil, FirstCommit: c.Create != nil}
+		Touch: !c.Quiet, FirstCommit: c.Create != nil}
 	var blobs *dbsqlc.StateBlobsPutParams
 	var allBlobs []blob
 	if cp := c.Checkpoint; cp != nil {
