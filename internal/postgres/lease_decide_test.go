@@ -82,11 +82,7 @@ func reviewedGraph(tb testing.TB) graph.Workflow {
 		Gate("draft", graph.Gate[sizedState]{Kind: "review", Option: "never",
 			OnReject: func(s sizedState, _ string, _ int) (sizedState, error) { return s, nil }}).
 		Edge("draft", "final").Edge("final", graph.END).
-		Init(func(in json.RawMessage, _ graph.Options) (sizedState, error) {
-			var size struct{ Size int }
-			err := json.Unmarshal(in, &size)
-			return sizedState{Doc: prose(size.Size)}, err
-		}).
+		Init(sizedInit).
 		Compile()
 	if err != nil {
 		tb.Fatal(err)

@@ -38,18 +38,20 @@ func sizedGraph(tb testing.TB) graph.Workflow {
 		}, "work", graph.END).
 		// The result is written once per task, not per step: keep it out.
 		Result(func(s sizedState) any { return s.Count }).
-		// The input names the size only: the task's input is read with
-		// every load, and this measures the state.
-		Init(func(in json.RawMessage, _ graph.Options) (sizedState, error) {
-			var size struct{ Size int }
-			err := json.Unmarshal(in, &size)
-			return sizedState{Doc: prose(size.Size)}, err
-		}).
+		Init(sizedInit).
 		Compile()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return g
+}
+
+// sizedInit makes the state of a sized task: its input names the size
+// only (the task's input is read with every load; the state is measured).
+func sizedInit(in json.RawMessage, _ graph.Options) (sizedState, error) {
+	var size struct{ Size int }
+	err := json.Unmarshal(in, &size)
+	return sizedState{Doc: prose(size.Size)}, err
 }
 
 // prose is n bytes of words: text compresses about as a real document does
