@@ -36,6 +36,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/llm"
@@ -225,7 +226,38 @@ func ParseInput(raw json.RawMessage) (Input, error) {
 			return in, err
 		}
 	}
-	return in, nil
+	return in, parsePreferences(in.Preferences)
+}
+
+// MaxLanguage is the most characters preferences.language may have.
+const MaxLanguage = 100
+
+// parsePreferences checks the preferences InputSchema names (other keys
+// pass through to the prompts as given); an empty language is dropped.
+func parsePreferences(p map[string]any) error {
+	if v, ok := p["language"]; ok {
+		lang, isString := v.(string)
+		lang = strings.TrimSpace(lang)
+		switch {
+		case !isString:
+			return &graph.ValidationError{Field: "input.preferences.language", Message: "must be a string, e.g. \"Go\""}
+		case utf8.RuneCountInString(lang) > MaxLanguage:
+			return &graph.ValidationError{Field: "input.preferences.language", Message: fmt.Sprintf("is longer than %d characters", MaxLanguage)}
+		case lang == "":
+			delete(p, "language")
+		default:
+			p["language"] = lang
+		}
+	}
+	if v, ok := p["summary_style"]; ok && v != "concise" && v != "detailed" {
+		return &graph.ValidationError{Field: "input.preferences.summary_style", Message: `must be "concise" or "detailed"`}
+	}
+	if v, ok := p["require_evidence"]; ok {
+		if _, isBool := v.(bool); !isBool {
+			return &graph.ValidationError{Field: "input.preferences.require_evidence", Message: "must be true or false"}
+		}
+	}
+	return nil
 }
 
 // Options are the task options the workflow reads.

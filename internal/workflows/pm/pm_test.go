@@ -340,6 +340,10 @@ func TestInputValidation(t *testing.T) {
 		{`{"description": "d", "acceptance_criteria": ["a", " "]}`, "", "input.acceptance_criteria[1]"},
 		{`{"description": "d", "acceptance_criteria": ["a"], "preferences": []}`, "", "input.preferences"},
 		{`{"description": "d", "acceptance_criteria": ["a"], "task_id": "x"}`, "", "input.task_id"},
+		{`{"description": "d", "acceptance_criteria": ["a"], "preferences": {"language": 0}}`, "", "input.preferences.language"},
+		{`{"description": "d", "acceptance_criteria": ["a"], "preferences": {"language": "` + strings.Repeat("é", pm.MaxLanguage+1) + `"}}`, "", "input.preferences.language"},
+		{`{"description": "d", "acceptance_criteria": ["a"], "preferences": {"summary_style": "long"}}`, "", "input.preferences.summary_style"},
+		{`{"description": "d", "acceptance_criteria": ["a"], "preferences": {"require_evidence": "yes"}}`, "", "input.preferences.require_evidence"},
 		{input(t), `{"max_attempts": 0}`, "options.max_attempts"},
 		{input(t), `{"max_attempts": 11}`, "options.max_attempts"},
 		{input(t), `{"gates": {"allowMerge": true}}`, "options.gates.allowMerge"},
@@ -350,10 +354,10 @@ func TestInputValidation(t *testing.T) {
 	}
 	// Preferences reach preferences_effective over the defaults.
 	id := e.Create(agenttest.JSON(t, pm.Input{Description: description, AcceptanceCriteria: criteria,
-		Preferences: map[string]any{"summary_style": "detailed", "language": "Go"}}), `{"gates": {"allowPlan": false}}`)
+		Preferences: map[string]any{"summary_style": "detailed", "language": " Go ", "team": "core"}}), `{"gates": {"allowPlan": false}}`)
 	e.Waits(id, pm.NodePlanSteps, pm.GatePlan, 1)
 	s := agenttest.State[pm.State](e, id)
-	if s.PreferencesEffective["summary_style"] != "detailed" || s.PreferencesEffective["language"] != "Go" ||
+	if s.PreferencesEffective["summary_style"] != "detailed" || s.PreferencesEffective["language"] != "Go" || s.PreferencesEffective["team"] != "core" ||
 		s.PreferencesEffective["require_evidence"] != true || s.PreferencesEffective["max_attempts_per_step"] != float64(3) {
 		t.Errorf("preferences_effective = %v", s.PreferencesEffective)
 	}
