@@ -236,12 +236,12 @@ const MaxLanguage = 100
 // pass through to the prompts as given); an empty language is dropped.
 func parsePreferences(p map[string]any) error {
 	if v, ok := p["language"]; ok {
-		lang, isString := v.(string)
-		lang = strings.TrimSpace(lang)
+		raw, isString := v.(string)
+		lang := strings.TrimSpace(raw)
 		switch {
 		case !isString:
 			return &graph.ValidationError{Field: "input.preferences.language", Message: "must be a string, e.g. \"Go\""}
-		case utf8.RuneCountInString(lang) > MaxLanguage:
+		case utf8.RuneCountInString(raw) > MaxLanguage:
 			return &graph.ValidationError{Field: "input.preferences.language", Message: fmt.Sprintf("is longer than %d characters", MaxLanguage)}
 		case lang == "":
 			delete(p, "language")
