@@ -45,10 +45,11 @@ const (
 type unit struct {
 	redoable bool
 	// settles: the unit's statements settle on their generic plans on
-	// their own (TaskCommit, TaskInsert: PostgreSQL plans them 5 times on
-	// a connection, then never again), so a batch of such units needs no
-	// TxGenericPlans, whose statement was a third of a plain commit's
-	// batch: its own bind, execute and results, in pgx and in PostgreSQL.
+	// their own (TaskCommit, TaskCommitQuiet, TaskInsert: PostgreSQL plans
+	// them 5 times on a connection, then never again), so a batch of such
+	// units needs no TxGenericPlans, whose statement was a third of a
+	// plain commit's batch: its own bind, execute and results, in pgx and
+	// in PostgreSQL.
 	settles bool
 	queue   func(b *pgx.Batch)
 	done    chan error

@@ -322,8 +322,7 @@ func (s *Store) prepareCommit(ctx context.Context, c *graph.Commit) (*commitWork
 			// lease aborts it, blobs included.
 			dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.StateBlobsPut(ctx, *blobs) })
 		}
-		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.TaskCommit(ctx, w.p); return err }).
-			Query(w.readSeqs)
+		dbsqlc.Queue(b, w.taskCommit).Query(w.readSeqs)
 		if ap != nil {
 			dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.ArtifactInsertMany(ctx, *ap); return err }).
 				Query(func(rows pgx.Rows) error {
@@ -399,6 +398,21 @@ func (w *commitWork) finish(notes []note, notices []notify.Delivery) ([]note, []
 		notes = append(notes, note{task: c.TaskID, at: seqs[len(seqs)-1]})
 	}
 	return notes, append(notices, w.notices...)
+}
+
+// taskCommit queues the commit's TaskCommit, or TaskCommitQuiet for a
+// commit that writes neither the task row nor a first checkpoint.
+func (w *commitWork) taskCommit(q *dbsqlc.Queries) error {
+	p := &w.p
+	if p.Touch || p.FirstCommit {
+		_, err := q.TaskCommit(context.Background(), *p)
+		return err
+	}
+	_, err := q.TaskCommitQuiet(context.Background(), dbsqlc.TaskCommitQuietParams{ID: p.ID, Fence: p.Fence,
+		Events: p.Events, SaveCheckpoint: p.SaveCheckpoint, State: p.State, StateRefs: p.StateRefs,
+		LastNodeID: p.LastNodeID, CpUpdatedAt: p.CpUpdatedAt, Step: p.Step, NextNodeID: p.NextNodeID,
+		Iterations: p.Iterations, Answers: p.Answers, PendingInterruptID: p.PendingInterruptID, Reason: p.Reason})
+	return err
 }
 
 // readSeqs reads TaskCommit's seqs into w.seqs, overwriting (a batch that

@@ -445,3 +445,65 @@ func TestStoreCommitEventColumns(t *testing.T) {
 		}
 	}
 }
+
+// A quiet commit (TaskCommitQuiet: the task row is not written) is fenced
+// as any other: under a stale fence it writes nothing and reports the
+// lost lease; under the current one it appends its events after the last
+// seq, moves the checkpoint on and leaves the task row as it was.
+func TestQuietCommitIsFenced(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	task, err := b.engine(t).Create(ctx, graph.NewTask{Workflow: "counter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := b.store.ClaimTask(ctx, "w", task.ID, time.Minute)
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("claim: %+v %v", claims, err)
+	}
+	fence := claims[0].Fence
+	snap, err := b.store.Load(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := func(fence int64, step int) error {
+		cp := snap.Checkpoint
+		cp.Step, cp.LastNode, cp.UpdatedAt = step, "quiet", time.Now()
+		return b.store.Commit(ctx, &graph.Commit{TaskID: task.ID, Fence: fence, Status: graph.StatusRunning, Quiet: true,
+			Checkpoint: &cp, Reason: "node", Events: []graph.Event{
+				{Type: graph.EventNodeCompleted, Node: "quiet", Iteration: 1, At: time.Now()},
+				{Type: graph.EventNodeStarted, Node: "next", Iteration: 1, At: time.Now()}}})
+	}
+	var xmin string
+	if err := b.pool.QueryRow(ctx, `SELECT xmin::text FROM tasks WHERE id = $1`, task.ID).Scan(&xmin); err != nil {
+		t.Fatal(err)
+	}
+	before := b.counts(t)
+	if err := commit(fence-1, snap.Checkpoint.Step+1); !errors.Is(err, graph.ErrLeaseLost) {
+		t.Fatalf("quiet commit under a stale fence: %v, want ErrLeaseLost", err)
+	}
+	if after := b.counts(t); after != before {
+		t.Fatalf("a stale quiet commit changed rows: %s → %s", before, after)
+	}
+	if err := commit(fence, snap.Checkpoint.Step+1); err != nil {
+		t.Fatalf("quiet commit under the current fence: %v", err)
+	}
+	var xmin2, lastNode string
+	var seqs []int64
+	if err := b.pool.QueryRow(ctx, `SELECT t.xmin::text, c.last_node_id, ARRAY(SELECT seq FROM task_events WHERE task_id = t.id ORDER BY seq)
+		FROM tasks t JOIN workflow_checkpoints c ON c.task_id = t.id WHERE t.id = $1`, task.ID).Scan(&xmin2, &lastNode, &seqs); err != nil {
+		t.Fatal(err)
+	}
+	if xmin2 != xmin || lastNode != "quiet" {
+		t.Errorf("task row version %s → %s (want it untouched), checkpoint's last node %q", xmin, xmin2, lastNode)
+	}
+	for i, s := range seqs {
+		if s != int64(i+1) {
+			t.Fatalf("seqs %v are not gap-free from 1", seqs)
+		}
+	}
+	if h, err := b.store.History(ctx, task.ID); err != nil || h[len(h)-1].LastNode != "quiet" {
+		t.Fatalf("history: %+v %v", h, err)
+	}
+}
