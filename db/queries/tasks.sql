@@ -57,10 +57,10 @@ WITH f AS (
               w.pending_interrupt_id, w.updated_at, w.state_refs, w.event_seq
 ), cpi AS (
     INSERT INTO workflow_checkpoints AS w (task_id, state, last_node_id, updated_at, step, next_node_id, iterations,
-                                           answers, pending_interrupt_id, state_refs, event_seq)
+                                           answers, pending_interrupt_id, state_refs, event_seq, lease_fence)
     SELECT f.id, @state::jsonb, @last_node_id::text, @cp_updated_at::timestamptz, @step::int, @next_node_id::text,
            @iterations::jsonb, @answers::jsonb, sqlc.narg(pending_interrupt_id)::uuid, @state_refs::jsonb,
-           jsonb_array_length(@events::jsonb)
+           jsonb_array_length(@events::jsonb), @fence::bigint
     FROM f
     WHERE @first_commit::bool
     RETURNING w.task_id, w.step, w.last_node_id, w.next_node_id, w.state, w.iterations, w.answers,
@@ -90,12 +90,12 @@ RETURNING seq;
 -- executor state of every branch of a statement on each execution, used
 -- or not: TaskCommit's update of the task row (its indexes opened, its
 -- CASE lists compiled) and its insert of a first checkpoint cost a
--- quarter of a step's statement though the usual step runs neither.
--- Same fence, counter, history and events as TaskCommit.
+-- quarter of a step's statement though the usual step runs neither. The
+-- fence is checked on the checkpoint row, which carries a copy of the
+-- task's (00101): no lock on the task row. Same counter, history and
+-- events as TaskCommit.
 -- name: TaskCommitQuiet :many
-WITH f AS (
-    SELECT id FROM tasks WHERE id = @id::uuid AND lease_fence = @fence::bigint FOR SHARE
-), cp AS (
+WITH cp AS (
     UPDATE workflow_checkpoints AS w
     SET state                = CASE WHEN @save_checkpoint::bool THEN @state::jsonb ELSE w.state END,
         state_refs           = CASE WHEN @save_checkpoint::bool THEN @state_refs::jsonb ELSE w.state_refs END,
@@ -108,8 +108,7 @@ WITH f AS (
         pending_interrupt_id = CASE WHEN @save_checkpoint::bool THEN sqlc.narg(pending_interrupt_id)::uuid
                                     ELSE w.pending_interrupt_id END,
         event_seq            = w.event_seq + jsonb_array_length(@events::jsonb)
-    FROM f
-    WHERE w.task_id = f.id
+    WHERE w.task_id = @id::uuid AND w.lease_fence = @fence::bigint
     RETURNING w.task_id, w.step, w.last_node_id, w.next_node_id, w.state, w.iterations, w.answers,
               w.pending_interrupt_id, w.updated_at, w.state_refs, w.event_seq
 ), h AS (

@@ -506,4 +506,73 @@ func TestQuietCommitIsFenced(t *testing.T) {
 	if h, err := b.store.History(ctx, task.ID); err != nil || h[len(h)-1].LastNode != "quiet" {
 		t.Fatalf("history: %+v %v", h, err)
 	}
+	step := snap.Checkpoint.Step + 1
+
+	// The fence a quiet commit checks is the checkpoint row's copy of the
+	// task's (00101): every way the task's fence moves must move it too.
+	sameFence := func(when string) {
+		t.Helper()
+		var onTask, onCheckpoint int64
+		if err := b.pool.QueryRow(ctx, `SELECT t.lease_fence, c.lease_fence FROM tasks t
+			JOIN workflow_checkpoints c ON c.task_id = t.id WHERE t.id = $1`, task.ID).Scan(&onTask, &onCheckpoint); err != nil {
+			t.Fatal(err)
+		}
+		if onTask != onCheckpoint {
+			t.Fatalf("%s: the task's fence is %d, the checkpoint's copy %d", when, onTask, onCheckpoint)
+		}
+	}
+	sameFence("after a claim")
+	// Another worker takes the task over once the lease has lapsed.
+	if _, err := b.pool.Exec(ctx, `UPDATE tasks SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	claims, err = b.store.ClaimTask(ctx, "w2", task.ID, time.Minute)
+	if err != nil || len(claims) != 1 || claims[0].Fence == fence {
+		t.Fatalf("takeover: %+v %v", claims, err)
+	}
+	sameFence("after a takeover")
+	step++
+	if err := commit(fence, step); !errors.Is(err, graph.ErrLeaseLost) {
+		t.Fatalf("the first worker's quiet commit after a takeover: %v, want ErrLeaseLost", err)
+	}
+	fence = claims[0].Fence
+	if err := commit(fence, step); err != nil {
+		t.Fatalf("the new worker's quiet commit: %v", err)
+	}
+
+	// A fence move in flight holds the checkpoint row: a quiet commit under
+	// the old fence waits for it, then finds the new fence and writes
+	// nothing.
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // committed below
+	if _, err := tx.Exec(ctx, `UPDATE tasks SET lease_fence = lease_fence + 1 WHERE id = $1`, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	step++
+	done := make(chan error, 1)
+	go func() { done <- commit(fence, step) }()
+	select {
+	case err := <-done:
+		t.Fatalf("a quiet commit ran past a fence move in flight: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, graph.ErrLeaseLost) {
+		t.Fatalf("a quiet commit after the fence moved under it: %v, want ErrLeaseLost", err)
+	}
+	sameFence("after a fence move")
+
+	// A cancel moves the fence: the worker's next commit writes nothing.
+	if err := b.store.Cancel(ctx, task.ID, "ann"); err != nil {
+		t.Fatal(err)
+	}
+	sameFence("after a cancel")
+	if err := commit(fence+1, step); !errors.Is(err, graph.ErrLeaseLost) {
+		t.Fatalf("a quiet commit after a cancel: %v, want ErrLeaseLost", err)
+	}
 }

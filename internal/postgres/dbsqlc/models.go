@@ -348,4 +348,5 @@ type WorkflowCheckpoint struct {
 	PendingInterruptID *uuid.UUID
 	StateRefs          json.RawMessage
 	EventSeq           int64
+	LeaseFence         int64
 }

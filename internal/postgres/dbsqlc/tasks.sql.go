@@ -146,7 +146,7 @@ SELECT t.id, t.workflow, t.title, t.input, t.options, t.status, t.current_node, 
        d.decided_by AS d_decided_by, d.decided_at AS d_decided_at,
        c.event_seq
 FROM claimed t
-JOIN LATERAL (SELECT id, task_id, state, last_node_id, updated_at, step, next_node_id, iterations, answers, pending_interrupt_id, state_refs, event_seq FROM workflow_checkpoints wc WHERE wc.task_id = t.id LIMIT 1) c ON true
+JOIN LATERAL (SELECT id, task_id, state, last_node_id, updated_at, step, next_node_id, iterations, answers, pending_interrupt_id, state_refs, event_seq, lease_fence FROM workflow_checkpoints wc WHERE wc.task_id = t.id LIMIT 1) c ON true
 LEFT JOIN LATERAL (SELECT array_agg(r.key ORDER BY r.key)::text[] AS keys,
                           array_agg(b.value ORDER BY r.key)::text[] AS vals
                    FROM jsonb_each_text(c.state_refs) r
@@ -365,10 +365,10 @@ WITH f AS (
               w.pending_interrupt_id, w.updated_at, w.state_refs, w.event_seq
 ), cpi AS (
     INSERT INTO workflow_checkpoints AS w (task_id, state, last_node_id, updated_at, step, next_node_id, iterations,
-                                           answers, pending_interrupt_id, state_refs, event_seq)
+                                           answers, pending_interrupt_id, state_refs, event_seq, lease_fence)
     SELECT f.id, $10::jsonb, $12::text, $13::timestamptz, $14::int, $15::text,
            $16::jsonb, $17::jsonb, $18::uuid, $11::jsonb,
-           jsonb_array_length($3::jsonb)
+           jsonb_array_length($3::jsonb), $2::bigint
     FROM f
     WHERE $19::bool
     RETURNING w.task_id, w.step, w.last_node_id, w.next_node_id, w.state, w.iterations, w.answers,
@@ -474,9 +474,7 @@ func (q *Queries) TaskCommit(ctx context.Context, arg TaskCommitParams) ([]int64
 }
 
 const taskCommitQuiet = `-- name: TaskCommitQuiet :many
-WITH f AS (
-    SELECT id FROM tasks WHERE id = $1::uuid AND lease_fence = $2::bigint FOR SHARE
-), cp AS (
+WITH cp AS (
     UPDATE workflow_checkpoints AS w
     SET state                = CASE WHEN $4::bool THEN $5::jsonb ELSE w.state END,
         state_refs           = CASE WHEN $4::bool THEN $6::jsonb ELSE w.state_refs END,
@@ -489,8 +487,7 @@ WITH f AS (
         pending_interrupt_id = CASE WHEN $4::bool THEN $13::uuid
                                     ELSE w.pending_interrupt_id END,
         event_seq            = w.event_seq + jsonb_array_length($3::jsonb)
-    FROM f
-    WHERE w.task_id = f.id
+    WHERE w.task_id = $1::uuid AND w.lease_fence = $2::bigint
     RETURNING w.task_id, w.step, w.last_node_id, w.next_node_id, w.state, w.iterations, w.answers,
               w.pending_interrupt_id, w.updated_at, w.state_refs, w.event_seq
 ), h AS (
@@ -534,8 +531,10 @@ type TaskCommitQuietParams struct {
 // executor state of every branch of a statement on each execution, used
 // or not: TaskCommit's update of the task row (its indexes opened, its
 // CASE lists compiled) and its insert of a first checkpoint cost a
-// quarter of a step's statement though the usual step runs neither.
-// Same fence, counter, history and events as TaskCommit.
+// quarter of a step's statement though the usual step runs neither. The
+// fence is checked on the checkpoint row, which carries a copy of the
+// task's (00101): no lock on the task row. Same counter, history and
+// events as TaskCommit.
 func (q *Queries) TaskCommitQuiet(ctx context.Context, arg TaskCommitQuietParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, taskCommitQuiet,
 		arg.ID,

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+)
+
+// fenceOnCheckpointVersion is the migration that copies each task's fence
+// to its checkpoint row, where a quiet step checks it (00101).
+const fenceOnCheckpointVersion = 101
+
+// Tasks claimed (their fences moved on) and waiting at their gates cross
+// 00101 down and up: up, each checkpoint row carries its task's fence, and
+// every task is claimed again and resumes on its decision through quiet
+// commits checked against that copy.
+func TestMigrationFenceOnCheckpointResumesWaitingTasks(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	wfs := scriptedWorkflows(t)
+	store := postgres.NewStore(pool)
+	e, err := graph.NewEngine(store, wfs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type waiting struct {
+		id  string
+		itr *graph.Interrupt
+	}
+	claim := func(id string) int64 {
+		t.Helper()
+		claims, err := store.ClaimTask(ctx, "replica-a", id, time.Minute)
+		if err != nil || len(claims) != 1 {
+			t.Fatalf("claim %s: %+v %v", id, claims, err)
+		}
+		return claims[0].Fence
+	}
+	var tasks []waiting
+	for _, nt := range []graph.NewTask{
+		{Workflow: "feature", Input: js(t, map[string]any{"description": "Export the audit log."}),
+			Options: js(t, map[string]any{"gates": map[string]bool{"allowPrd": false, "allowPlan": false, "allowMerge": false}})},
+		{Workflow: "sdd", Input: js(t, map[string]any{"project_brief": "A billing service."}),
+			Options: js(t, map[string]any{"gates": map[string]bool{"allowSdd": false}})},
+		{Workflow: "analyze", Input: js(t, map[string]any{"query": "why do the approvals take long?"})},
+	} {
+		task, err := e.Create(ctx, nt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := e.Run(ctx, task.ID, claim(task.ID))
+		if err != nil || out.Status != graph.StatusWaiting {
+			t.Fatalf("%s: %+v %v", nt.Workflow, out, err)
+		}
+		tasks = append(tasks, waiting{task.ID, out.Interrupt})
+	}
+
+	for appliedVersion(ctx, t, pool) >= fenceOnCheckpointVersion {
+		if err := postgres.MigrateDown(ctx, pool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range tasks {
+		var onTask, onCheckpoint int64
+		if err := pool.QueryRow(ctx, `SELECT t.lease_fence, c.lease_fence FROM tasks t
+			JOIN workflow_checkpoints c ON c.task_id = t.id WHERE t.id = $1`, w.id).Scan(&onTask, &onCheckpoint); err != nil {
+			t.Fatal(err)
+		}
+		if onTask == 0 || onCheckpoint != onTask {
+			t.Errorf("task %s: fence %d, its checkpoint's copy %d after migrating up", w.id, onTask, onCheckpoint)
+		}
+	}
+	if e, err = graph.NewEngine(store, wfs); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range tasks {
+		in := graph.DecisionInput{InterruptID: w.itr.ID, Action: graph.ActionApprove}
+		if w.itr.Payload.Type == graph.InterruptQuestion {
+			in = graph.DecisionInput{InterruptID: w.itr.ID, Action: graph.ActionRespond, Value: js(t, "yes, go on")}
+		}
+		if _, err := e.Decide(ctx, w.id, in); err != nil {
+			t.Fatal(err)
+		}
+		out, err := e.Run(ctx, w.id, claim(w.id))
+		if err != nil || (out.Status != graph.StatusSucceeded && out.Status != graph.StatusWaiting) {
+			t.Fatalf("resume %s: %+v %v", w.id, out, err)
+		}
+	}
+}
