@@ -165,7 +165,9 @@ WITH claimed AS (
         lease_owner      = sqlc.arg(owner)::text,
         last_owner       = sqlc.arg(owner)::text,
         lease_expires_at = now() + sqlc.arg(ttl_seconds)::float8 * interval '1 second',
-        lease_fence      = lease_fence + 1
+        lease_fence      = lease_fence + 1,
+        -- the run's first commits leave the row alone (Commit.Quiet)
+        updated_at       = now()
     WHERE id IN (
         SELECT c.id FROM tasks c
         WHERE c.status IN ('queued', 'running') -- tasks_runnable_idx
@@ -208,7 +210,8 @@ SET status           = 'running',
     lease_owner      = sqlc.arg(owner)::text,
     last_owner       = sqlc.arg(owner)::text,
     lease_expires_at = now() + sqlc.arg(ttl_seconds)::float8 * interval '1 second',
-    lease_fence      = lease_fence + 1
+    lease_fence      = lease_fence + 1,
+    updated_at       = now()
 WHERE id IN (
     SELECT c.id FROM tasks c
     WHERE c.id = sqlc.arg(id)::uuid

@@ -275,6 +275,10 @@ type execution[S any] struct {
 	// touched: when the task's row was last written as running (zero: it
 	// may not say running yet), for Commit.Quiet.
 	touched time.Time
+	// touchedAtStart: touched before the deferred start was sealed as if
+	// it wrote the row: when the start is merged into a later commit
+	// instead, the row was last written then.
+	touchedAtStart time.Time
 	// touch brings the row up to a node that runs longer than startDelay
 	// after a quiet commit announced it (Toucher).
 	touch *delayed
@@ -692,13 +696,19 @@ func (x *execution[S]) save(ctx context.Context, c *Commit) error {
 			c.Before = dc
 		default:
 			// Not sent: this commit carries the start first, in seq order,
-			// and writes the task row as the start would have.
+			// and writes the task row unless the row was written lately
+			// (the claim or the decision that leased the task).
 			c.Events = append(dc.Events, c.Events...)
-			mayBeQuiet = false
+			mayBeQuiet = x.fresh(x.touchedAtStart)
 		}
 	}
 	x.settleTouch()
 	x.seal(c, mayBeQuiet)
+	if b := c.Before; b != nil && (!c.Quiet || x.fresh(x.touchedAtStart)) {
+		// The merged start leaves the task row to this commit, which
+		// writes it in the same transaction, or to its lease's write.
+		b.Quiet = b.Status == StatusRunning && b.Result == nil && b.Error == "" && b.Create == nil
+	}
 	err := x.e.commit(ctx, c)
 	if err != nil {
 		for b := c; b != nil; b = b.Before {
@@ -724,7 +734,7 @@ func (x *execution[S]) seal(c *Commit, mayBeQuiet bool) {
 	}
 	now := x.e.now()
 	c.Quiet = mayBeQuiet && c.Status == StatusRunning && c.Result == nil && c.Error == "" && c.Create == nil &&
-		!x.touched.IsZero() && now.Sub(x.touched) < quietFor
+		x.fresh(x.touched)
 	if !c.Quiet && c.Status == StatusRunning {
 		x.touched = now
 	}
@@ -737,12 +747,19 @@ func (x *execution[S]) seal(c *Commit, mayBeQuiet bool) {
 	}
 }
 
+// fresh reports whether a task row written as running at t (zero: not
+// known to be) may be left alone by a commit now.
+func (x *execution[S]) fresh(t time.Time) bool {
+	return !t.IsZero() && x.e.now().Sub(t) < quietFor
+}
+
 // deferStart commits c, a redoable commit that announces a run's first
 // node (with the decision it applied, if any), after startCommitDelay
 // unless a save takes it along before: in its events, or as the commit
 // written first in the same transaction when c has a checkpoint.
 func (x *execution[S]) deferStart(ctx context.Context, c *Commit) {
 	// Sent alone, it is sent because its node runs long: the row shows it.
+	x.touchedAtStart = x.touched
 	x.seal(c, false)
 	x.pendingCommit = c
 	x.pending = after(x.e.startDelay, func() error { return x.e.commit(ctx, c) })

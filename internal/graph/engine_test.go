@@ -1001,7 +1001,12 @@ type commitLog struct {
 func (l *commitLog) Commit(ctx context.Context, c *graph.Commit) error {
 	var types []string
 	if b := c.Before; b != nil {
-		types = append(types, "before:"+b.Reason)
+		label := "before:" + b.Reason
+		if b.Quiet {
+			// it leaves the task row to the commit it is merged into
+			label += " quiet"
+		}
+		types = append(types, label)
 		for _, ev := range b.Events {
 			types = append(types, ev.Type)
 		}
@@ -1110,7 +1115,7 @@ func TestDecisionCommitWaitsForItsNode(t *testing.T) {
 		slow  bool
 		want  [][]string
 	}{
-		{"fast", time.Hour, false, [][]string{{"before:decision", graph.EventNodeStarted,
+		{"fast", time.Hour, false, [][]string{{"before:decision quiet", graph.EventNodeStarted,
 			graph.EventArtifactCreated, graph.EventNodeCompleted, graph.EventInterruptRaised, graph.EventTaskWaiting}}},
 		{"slow", time.Millisecond, true, [][]string{{graph.EventNodeStarted},
 			{graph.EventArtifactCreated, graph.EventNodeCompleted, graph.EventInterruptRaised, graph.EventTaskWaiting}}},

@@ -263,7 +263,9 @@ func TestHeldBackDecisionIsRedoneAfterTheWorkerIsLost(t *testing.T) {
 // A running task's row is not rewritten by each node's commit: the seq
 // lives on the checkpoint row, and the row is written when the task
 // changes status, or when it was last written longer ago than a second
-// (its current node then catches up).
+// (its current node then catches up). A claim writes the row: the run's
+// first commit leaves it alone too. A run that was not claimed (the row
+// says queued) writes it with its first commit.
 func TestQuietCommitsLeaveTheTaskRow(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
@@ -273,16 +275,17 @@ func TestQuietCommitsLeaveTheTaskRow(t *testing.T) {
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	type st struct{ N int }
-	var seen []string // the task row's version and current node, as each node starts
+	var seen []string // the task row's version, current node and status, as each node starts
 	var id string
+	slow := true
 	node := func(name string) graph.NodeFunc[st] {
 		return func(ctx context.Context, _ *graph.NodeRun, s st) (st, error) {
-			var xmin, current string
-			if err := pool.QueryRow(ctx, `SELECT xmin::text, current_node FROM tasks WHERE id = $1`, id).Scan(&xmin, &current); err != nil {
+			var xmin, current, status string
+			if err := pool.QueryRow(ctx, `SELECT xmin::text, current_node, status FROM tasks WHERE id = $1`, id).Scan(&xmin, &current, &status); err != nil {
 				return s, err
 			}
-			seen = append(seen, xmin+" "+current)
-			if name == "c" {
+			seen = append(seen, xmin+" "+current+" "+status)
+			if name == "c" && slow {
 				mu.Lock()
 				now = now.Add(2 * time.Second) // c is slow
 				mu.Unlock()
@@ -307,18 +310,14 @@ func TestQuietCommitsLeaveTheTaskRow(t *testing.T) {
 	if err != nil || out.Status != graph.StatusSucceeded {
 		t.Fatalf("run: %+v %v", out, err)
 	}
-	ver := func(i int) string { return strings.Fields(seen[i])[0] }
-	node4 := func(i int) string { return strings.Fields(seen[i])[1] }
-	// The run's first commit (a's start with its end, and b's start)
-	// writes the row, b's does not; c's comes more than a second after
-	// the row's last write and writes it (d is current).
-	if ver(1) == ver(0) || node4(1) != "b" {
-		t.Errorf("the run's first commit left the task row alone: %v", seen)
-	}
-	if ver(2) != ver(1) {
+	field := func(i, f int) string { return strings.Fields(seen[i])[f] }
+	// The claim wrote the row; the run's first commit (a's start with
+	// its end, and b's start) and b's leave it alone; c's comes more than
+	// a second after the claim and writes it (d is current).
+	if field(1, 0) != field(0, 0) || field(2, 0) != field(1, 0) || field(2, 2) != "running" {
 		t.Errorf("the task row was rewritten by a quiet commit: %v", seen)
 	}
-	if ver(3) == ver(2) || node4(3) != "d" {
+	if field(3, 0) == field(2, 0) || field(3, 1) != "d" {
 		t.Errorf("a commit more than a second after the row's last write left it alone: %v", seen)
 	}
 	var events, last int64
@@ -329,6 +328,20 @@ func TestQuietCommitsLeaveTheTaskRow(t *testing.T) {
 	}
 	if events != last || status != "succeeded" {
 		t.Errorf("%d events, the counter at %d, status %s", events, last, status)
+	}
+
+	// Not claimed: the row says queued until the run's first commit.
+	seen, slow = nil, false
+	task, err := e.Create(ctx, graph.NewTask{Workflow: "quiet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id = task.ID
+	if out, err := e.Run(ctx, id, 0); err != nil || out.Status != graph.StatusSucceeded {
+		t.Fatalf("unclaimed run: %+v %v", out, err)
+	}
+	if field(0, 2) != "queued" || field(1, 2) != "running" || field(1, 1) != "b" {
+		t.Errorf("an unclaimed run's first commit left the task row alone: %v", seen)
 	}
 }
 

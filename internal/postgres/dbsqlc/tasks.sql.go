@@ -124,7 +124,9 @@ WITH claimed AS (
         lease_owner      = $1::text,
         last_owner       = $1::text,
         lease_expires_at = now() + $2::float8 * interval '1 second',
-        lease_fence      = lease_fence + 1
+        lease_fence      = lease_fence + 1,
+        -- the run's first commits leave the row alone (Commit.Quiet)
+        updated_at       = now()
     WHERE id IN (
         SELECT c.id FROM tasks c
         WHERE c.status IN ('queued', 'running') -- tasks_runnable_idx
@@ -284,7 +286,8 @@ SET status           = 'running',
     lease_owner      = $1::text,
     last_owner       = $1::text,
     lease_expires_at = now() + $2::float8 * interval '1 second',
-    lease_fence      = lease_fence + 1
+    lease_fence      = lease_fence + 1,
+    updated_at       = now()
 WHERE id IN (
     SELECT c.id FROM tasks c
     WHERE c.id = $3::uuid
