@@ -86,27 +86,26 @@ LEFT JOIN cp ON true
 RETURNING seq;
 
 -- TaskCommitQuiet is TaskCommit for the usual step: not a task's first
--- commit, and quiet (the task row is not written). PostgreSQL builds the
--- executor state of every branch of a statement on each execution, used
--- or not: TaskCommit's update of the task row (its indexes opened, its
--- CASE lists compiled) and its insert of a first checkpoint cost a
--- quarter of a step's statement though the usual step runs neither. The
--- fence is checked on the checkpoint row, which carries a copy of the
--- task's (00101): no lock on the task row. Same counter, history and
--- events as TaskCommit.
+-- commit, quiet (the task row is not written), with a checkpoint.
+-- PostgreSQL builds the executor state of every branch of a statement on
+-- each execution, used or not: TaskCommit's update of the task row (its
+-- indexes opened, its CASE lists compiled) and its insert of a first
+-- checkpoint cost a quarter of a step's statement though the usual step
+-- runs neither. The fence is checked on the checkpoint row, which carries
+-- a copy of the task's (00101): no lock on the task row. Same counter,
+-- history and events as TaskCommit.
 -- name: TaskCommitQuiet :many
 WITH cp AS (
     UPDATE workflow_checkpoints AS w
-    SET state                = CASE WHEN @save_checkpoint::bool THEN @state::jsonb ELSE w.state END,
-        state_refs           = CASE WHEN @save_checkpoint::bool THEN @state_refs::jsonb ELSE w.state_refs END,
-        last_node_id         = CASE WHEN @save_checkpoint::bool THEN @last_node_id::text ELSE w.last_node_id END,
-        updated_at           = CASE WHEN @save_checkpoint::bool THEN @cp_updated_at::timestamptz ELSE w.updated_at END,
-        step                 = CASE WHEN @save_checkpoint::bool THEN @step::int ELSE w.step END,
-        next_node_id         = CASE WHEN @save_checkpoint::bool THEN @next_node_id::text ELSE w.next_node_id END,
-        iterations           = CASE WHEN @save_checkpoint::bool THEN @iterations::jsonb ELSE w.iterations END,
-        answers              = CASE WHEN @save_checkpoint::bool THEN @answers::jsonb ELSE w.answers END,
-        pending_interrupt_id = CASE WHEN @save_checkpoint::bool THEN sqlc.narg(pending_interrupt_id)::uuid
-                                    ELSE w.pending_interrupt_id END,
+    SET state                = @state::jsonb,
+        state_refs           = @state_refs::jsonb,
+        last_node_id         = @last_node_id::text,
+        updated_at           = @cp_updated_at::timestamptz,
+        step                 = @step::int,
+        next_node_id         = @next_node_id::text,
+        iterations           = @iterations::jsonb,
+        answers              = @answers::jsonb,
+        pending_interrupt_id = sqlc.narg(pending_interrupt_id)::uuid,
         event_seq            = w.event_seq + jsonb_array_length(@events::jsonb)
     WHERE w.task_id = @id::uuid AND w.lease_fence = @fence::bigint
     RETURNING w.task_id, w.step, w.last_node_id, w.next_node_id, w.state, w.iterations, w.answers,
@@ -117,7 +116,6 @@ WITH cp AS (
     SELECT task_id, step, @reason::text, last_node_id, next_node_id, state, iterations, answers, pending_interrupt_id,
            updated_at, state_refs
     FROM cp
-    WHERE @save_checkpoint::bool
 )
 INSERT INTO task_events (task_id, seq, type, node, iteration, phase, duration_ms, data, created_at)
 SELECT @id::uuid,

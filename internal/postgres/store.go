@@ -401,15 +401,16 @@ func (w *commitWork) finish(notes []note, notices []notify.Delivery) ([]note, []
 }
 
 // taskCommit queues the commit's TaskCommit, or TaskCommitQuiet for a
-// commit that writes neither the task row nor a first checkpoint.
+// commit with a checkpoint that writes neither the task row nor a first
+// checkpoint.
 func (w *commitWork) taskCommit(q *dbsqlc.Queries) error {
 	p := &w.p
-	if p.Touch || p.FirstCommit {
+	if p.Touch || p.FirstCommit || !p.SaveCheckpoint {
 		_, err := q.TaskCommit(context.Background(), *p)
 		return err
 	}
 	_, err := q.TaskCommitQuiet(context.Background(), dbsqlc.TaskCommitQuietParams{ID: p.ID, Fence: p.Fence,
-		Events: p.Events, SaveCheckpoint: p.SaveCheckpoint, State: p.State, StateRefs: p.StateRefs,
+		Events: p.Events, State: p.State, StateRefs: p.StateRefs,
 		LastNodeID: p.LastNodeID, CpUpdatedAt: p.CpUpdatedAt, Step: p.Step, NextNodeID: p.NextNodeID,
 		Iterations: p.Iterations, Answers: p.Answers, PendingInterruptID: p.PendingInterruptID, Reason: p.Reason})
 	return err

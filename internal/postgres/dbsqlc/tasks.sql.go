@@ -479,16 +479,15 @@ func (q *Queries) TaskCommit(ctx context.Context, arg TaskCommitParams) ([]int64
 const taskCommitQuiet = `-- name: TaskCommitQuiet :many
 WITH cp AS (
     UPDATE workflow_checkpoints AS w
-    SET state                = CASE WHEN $4::bool THEN $5::jsonb ELSE w.state END,
-        state_refs           = CASE WHEN $4::bool THEN $6::jsonb ELSE w.state_refs END,
-        last_node_id         = CASE WHEN $4::bool THEN $7::text ELSE w.last_node_id END,
-        updated_at           = CASE WHEN $4::bool THEN $8::timestamptz ELSE w.updated_at END,
-        step                 = CASE WHEN $4::bool THEN $9::int ELSE w.step END,
-        next_node_id         = CASE WHEN $4::bool THEN $10::text ELSE w.next_node_id END,
-        iterations           = CASE WHEN $4::bool THEN $11::jsonb ELSE w.iterations END,
-        answers              = CASE WHEN $4::bool THEN $12::jsonb ELSE w.answers END,
-        pending_interrupt_id = CASE WHEN $4::bool THEN $13::uuid
-                                    ELSE w.pending_interrupt_id END,
+    SET state                = $4::jsonb,
+        state_refs           = $5::jsonb,
+        last_node_id         = $6::text,
+        updated_at           = $7::timestamptz,
+        step                 = $8::int,
+        next_node_id         = $9::text,
+        iterations           = $10::jsonb,
+        answers              = $11::jsonb,
+        pending_interrupt_id = $12::uuid,
         event_seq            = w.event_seq + jsonb_array_length($3::jsonb)
     WHERE w.task_id = $1::uuid AND w.lease_fence = $2::bigint
     RETURNING w.task_id, w.step, w.last_node_id, w.next_node_id, w.state, w.iterations, w.answers,
@@ -496,10 +495,9 @@ WITH cp AS (
 ), h AS (
     INSERT INTO checkpoint_history (task_id, step, reason, last_node_id, next_node_id, state, iterations, answers,
                                     pending_interrupt_id, created_at, state_refs)
-    SELECT task_id, step, $14::text, last_node_id, next_node_id, state, iterations, answers, pending_interrupt_id,
+    SELECT task_id, step, $13::text, last_node_id, next_node_id, state, iterations, answers, pending_interrupt_id,
            updated_at, state_refs
     FROM cp
-    WHERE $4::bool
 )
 INSERT INTO task_events (task_id, seq, type, node, iteration, phase, duration_ms, data, created_at)
 SELECT $1::uuid,
@@ -516,7 +514,6 @@ type TaskCommitQuietParams struct {
 	ID                 uuid.UUID
 	Fence              int64
 	Events             json.RawMessage
-	SaveCheckpoint     bool
 	State              json.RawMessage
 	StateRefs          json.RawMessage
 	LastNodeID         string
@@ -530,20 +527,19 @@ type TaskCommitQuietParams struct {
 }
 
 // TaskCommitQuiet is TaskCommit for the usual step: not a task's first
-// commit, and quiet (the task row is not written). PostgreSQL builds the
-// executor state of every branch of a statement on each execution, used
-// or not: TaskCommit's update of the task row (its indexes opened, its
-// CASE lists compiled) and its insert of a first checkpoint cost a
-// quarter of a step's statement though the usual step runs neither. The
-// fence is checked on the checkpoint row, which carries a copy of the
-// task's (00101): no lock on the task row. Same counter, history and
-// events as TaskCommit.
+// commit, quiet (the task row is not written), with a checkpoint.
+// PostgreSQL builds the executor state of every branch of a statement on
+// each execution, used or not: TaskCommit's update of the task row (its
+// indexes opened, its CASE lists compiled) and its insert of a first
+// checkpoint cost a quarter of a step's statement though the usual step
+// runs neither. The fence is checked on the checkpoint row, which carries
+// a copy of the task's (00101): no lock on the task row. Same counter,
+// history and events as TaskCommit.
 func (q *Queries) TaskCommitQuiet(ctx context.Context, arg TaskCommitQuietParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, taskCommitQuiet,
 		arg.ID,
 		arg.Fence,
 		arg.Events,
-		arg.SaveCheckpoint,
 		arg.State,
 		arg.StateRefs,
 		arg.LastNodeID,
