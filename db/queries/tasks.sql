@@ -85,6 +85,34 @@ FROM jsonb_array_elements(@events::jsonb) WITH ORDINALITY AS e(ev, ord)
 LEFT JOIN cp ON true
 RETURNING seq;
 
+-- TaskCommitFirst is TaskCommit for a task's first commit, which has a
+-- checkpoint: the task row was inserted by TaskInsert in the same
+-- transaction, with the commit's status and current node, and no one else
+-- can have moved its fence, so there is no task row to lock or write,
+-- only the checkpoint row to insert (with the fence's copy), its history
+-- and the events from seq 1.
+-- name: TaskCommitFirst :many
+WITH cp AS (
+    INSERT INTO workflow_checkpoints AS w (task_id, state, last_node_id, updated_at, step, next_node_id, iterations,
+                                           answers, pending_interrupt_id, state_refs, event_seq, lease_fence)
+    VALUES (@id::uuid, @state::jsonb, @last_node_id::text, @cp_updated_at::timestamptz, @step::int, @next_node_id::text,
+            @iterations::jsonb, @answers::jsonb, sqlc.narg(pending_interrupt_id)::uuid, @state_refs::jsonb,
+            jsonb_array_length(@events::jsonb), @fence::bigint)
+    RETURNING w.task_id, w.step, w.last_node_id, w.next_node_id, w.state, w.iterations, w.answers,
+              w.pending_interrupt_id, w.updated_at, w.state_refs
+), h AS (
+    INSERT INTO checkpoint_history (task_id, step, reason, last_node_id, next_node_id, state, iterations, answers,
+                                    pending_interrupt_id, created_at, state_refs)
+    SELECT task_id, step, @reason::text, last_node_id, next_node_id, state, iterations, answers, pending_interrupt_id,
+           updated_at, state_refs
+    FROM cp
+)
+INSERT INTO task_events (task_id, seq, type, node, iteration, phase, duration_ms, data, created_at)
+SELECT cp.task_id, e.ord, e.ev->>'type', e.ev->>'node', (e.ev->>'iteration')::int, e.ev->>'phase',
+       (e.ev->>'duration_ms')::bigint, e.ev->'data', (e.ev->>'at')::timestamptz
+FROM jsonb_array_elements(@events::jsonb) WITH ORDINALITY AS e(ev, ord), cp
+RETURNING seq;
+
 -- TaskCommitQuiet is TaskCommit for the usual step: not a task's first
 -- commit, quiet (the task row is not written), with a checkpoint.
 -- PostgreSQL builds the executor state of every branch of a statement on

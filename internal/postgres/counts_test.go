@@ -84,6 +84,26 @@ func TestRowCountsFollowTheRows(t *testing.T) {
 		itrs = append(itrs, out.Interrupt)
 	}
 	check("at the gate")
+	// A fork of a task at its gate is inserted waiting, with the gate's
+	// node current (its row written once, by the insert).
+	snap, err := store.Load(ctx, ids[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork, err := e.Fork(ctx, graph.ForkRequest{TaskID: ids[3], Step: snap.Checkpoint.Step, CreatedBy: "ann"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var status, current string
+	var fences int
+	if err := pool.QueryRow(ctx, `SELECT t.status, t.current_node, (t.lease_fence = c.lease_fence)::int
+		FROM tasks t JOIN workflow_checkpoints c ON c.task_id = t.id WHERE t.id = $1`, fork.ID).Scan(&status, &current, &fences); err != nil {
+		t.Fatal(err)
+	}
+	if status != "waiting" || current != itrs[3].Node || fences != 1 {
+		t.Errorf("fork at a gate: status %s, current node %q (the gate's %q), fence copied %d", status, current, itrs[3].Node, fences)
+	}
+	check("forked")
 	if err := store.FoldCounts(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -313,9 +313,11 @@ func (s *Store) prepareCommit(ctx context.Context, c *graph.Commit) (*commitWork
 	w.settles = blobs == nil && ap == nil && ip == nil && oev == nil && tp == nil
 	w.queue = func(b *pgx.Batch) {
 		if t := c.Create; t != nil {
-			dbsqlc.Queue(b, func(q *dbsqlc.Queries) error {
-				return q.TaskInsert(ctx, taskInsertParams(id, t))
-			})
+			// The row as the commit leaves it: TaskCommitFirst does not
+			// write it again.
+			ip := taskInsertParams(id, t)
+			ip.Status, ip.CurrentNode = string(c.Status), c.CurrentNode
+			dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TaskInsert(ctx, ip) })
 		}
 		if blobs != nil {
 			// Before the fenced update, in the same transaction: a lost
@@ -400,11 +402,19 @@ func (w *commitWork) finish(notes []note, notices []notify.Delivery) ([]note, []
 	return notes, append(notices, w.notices...)
 }
 
-// taskCommit queues the commit's TaskCommit, or TaskCommitQuiet for a
-// commit with a checkpoint that writes neither the task row nor a first
-// checkpoint.
+// taskCommit queues the commit's TaskCommit, or a lighter statement for
+// the usual commits: TaskCommitFirst for a task's first (its row inserted
+// as the commit leaves it), TaskCommitQuiet for one with a checkpoint that
+// writes neither the task row nor a first checkpoint.
 func (w *commitWork) taskCommit(q *dbsqlc.Queries) error {
 	p := &w.p
+	if p.FirstCommit && p.SaveCheckpoint && w.c.Result == nil && w.c.Error == "" && !w.c.Status.Terminal() {
+		_, err := q.TaskCommitFirst(context.Background(), dbsqlc.TaskCommitFirstParams{ID: p.ID, Fence: p.Fence,
+			Events: p.Events, State: p.State, StateRefs: p.StateRefs, LastNodeID: p.LastNodeID,
+			CpUpdatedAt: p.CpUpdatedAt, Step: p.Step, NextNodeID: p.NextNodeID, Iterations: p.Iterations,
+			Answers: p.Answers, PendingInterruptID: p.PendingInterruptID, Reason: p.Reason})
+		return err
+	}
 	if p.Touch || p.FirstCommit || !p.SaveCheckpoint {
 		_, err := q.TaskCommit(context.Background(), *p)
 		return err

@@ -476,6 +476,85 @@ func (q *Queries) TaskCommit(ctx context.Context, arg TaskCommitParams) ([]int64
 	return items, nil
 }
 
+const taskCommitFirst = `-- name: TaskCommitFirst :many
+WITH cp AS (
+    INSERT INTO workflow_checkpoints AS w (task_id, state, last_node_id, updated_at, step, next_node_id, iterations,
+                                           answers, pending_interrupt_id, state_refs, event_seq, lease_fence)
+    VALUES ($2::uuid, $3::jsonb, $4::text, $5::timestamptz, $6::int, $7::text,
+            $8::jsonb, $9::jsonb, $10::uuid, $11::jsonb,
+            jsonb_array_length($1::jsonb), $12::bigint)
+    RETURNING w.task_id, w.step, w.last_node_id, w.next_node_id, w.state, w.iterations, w.answers,
+              w.pending_interrupt_id, w.updated_at, w.state_refs
+), h AS (
+    INSERT INTO checkpoint_history (task_id, step, reason, last_node_id, next_node_id, state, iterations, answers,
+                                    pending_interrupt_id, created_at, state_refs)
+    SELECT task_id, step, $13::text, last_node_id, next_node_id, state, iterations, answers, pending_interrupt_id,
+           updated_at, state_refs
+    FROM cp
+)
+INSERT INTO task_events (task_id, seq, type, node, iteration, phase, duration_ms, data, created_at)
+SELECT cp.task_id, e.ord, e.ev->>'type', e.ev->>'node', (e.ev->>'iteration')::int, e.ev->>'phase',
+       (e.ev->>'duration_ms')::bigint, e.ev->'data', (e.ev->>'at')::timestamptz
+FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS e(ev, ord), cp
+RETURNING seq
+`
+
+type TaskCommitFirstParams struct {
+	Events             json.RawMessage
+	ID                 uuid.UUID
+	State              json.RawMessage
+	LastNodeID         string
+	CpUpdatedAt        time.Time
+	Step               int32
+	NextNodeID         string
+	Iterations         json.RawMessage
+	Answers            json.RawMessage
+	PendingInterruptID *uuid.UUID
+	StateRefs          json.RawMessage
+	Fence              int64
+	Reason             string
+}
+
+// TaskCommitFirst is TaskCommit for a task's first commit, which has a
+// checkpoint: the task row was inserted by TaskInsert in the same
+// transaction, with the commit's status and current node, and no one else
+// can have moved its fence, so there is no task row to lock or write,
+// only the checkpoint row to insert (with the fence's copy), its history
+// and the events from seq 1.
+func (q *Queries) TaskCommitFirst(ctx context.Context, arg TaskCommitFirstParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, taskCommitFirst,
+		arg.Events,
+		arg.ID,
+		arg.State,
+		arg.LastNodeID,
+		arg.CpUpdatedAt,
+		arg.Step,
+		arg.NextNodeID,
+		arg.Iterations,
+		arg.Answers,
+		arg.PendingInterruptID,
+		arg.StateRefs,
+		arg.Fence,
+		arg.Reason,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []int64{}
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			return nil, err
+		}
+		items = append(items, seq)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const taskCommitQuiet = `-- name: TaskCommitQuiet :many
 WITH cp AS (
     UPDATE workflow_checkpoints AS w
