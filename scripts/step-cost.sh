@@ -91,15 +91,14 @@ variants = {
     "5-task_row_only": "WITH " + task + "\nSELECT event_seq FROM t;",
     "6-checkpoint_only": "WITH " + cp + "\nSELECT step FROM cp;",
     # "step" above is TaskCommit as it was before migration 00100.
-    # A design not built: no update of the task row on
-    # a step that keeps the task running; the seq and the fence live on the
-    # checkpoint row, which the step updates anyway (a plain UPDATE, no
-    # upsert). Every other writer of seqs and fences would move with them.
+    # No update of the task row on a step that keeps the task running; the
+    # seq and the fence (a copy, 00101) live on the checkpoint row, which
+    # the step updates anyway (a plain UPDATE, no upsert): TaskCommitQuiet.
     "7-step_seq_on_checkpoint": "WITH " + cp_seq + ",\n" + hist + "\n" + events.replace("LEFT JOIN t ON true", "LEFT JOIN cp t ON true"),
     # The same with the fence left on the task row, checked under a share
     # lock (which a claim's SKIP LOCKED passes over and a cancel waits
-    # for) instead of an update of the row: TaskCommit's shape since
-    # 00100, which updates the checkpoint row rather than upserting it.
+    # for) instead of an update of the row: the quiet step's shape from
+    # 00100 to 00101.
     "8-step_share_locks_task": "WITH " + fence + ",\n" + cp_share + ",\n" + hist + "\n"
         + events.replace("LEFT JOIN t ON true", "LEFT JOIN cp t ON true"),
 }
