@@ -28,10 +28,6 @@ func TestMigrationFenceOnCheckpointResumesWaitingTasks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type waiting struct {
-		id  string
-		itr *graph.Interrupt
-	}
 	claim := func(id string) int64 {
 		t.Helper()
 		claims, err := store.ClaimTask(ctx, "replica-a", id, time.Minute)
@@ -40,24 +36,7 @@ func TestMigrationFenceOnCheckpointResumesWaitingTasks(t *testing.T) {
 		}
 		return claims[0].Fence
 	}
-	var tasks []waiting
-	for _, nt := range []graph.NewTask{
-		{Workflow: "feature", Input: js(t, map[string]any{"description": "Export the audit log."}),
-			Options: js(t, map[string]any{"gates": map[string]bool{"allowPrd": false, "allowPlan": false, "allowMerge": false}})},
-		{Workflow: "sdd", Input: js(t, map[string]any{"project_brief": "A billing service."}),
-			Options: js(t, map[string]any{"gates": map[string]bool{"allowSdd": false}})},
-		{Workflow: "analyze", Input: js(t, map[string]any{"query": "why do the approvals take long?"})},
-	} {
-		task, err := e.Create(ctx, nt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := e.Run(ctx, task.ID, claim(task.ID))
-		if err != nil || out.Status != graph.StatusWaiting {
-			t.Fatalf("%s: %+v %v", nt.Workflow, out, err)
-		}
-		tasks = append(tasks, waiting{task.ID, out.Interrupt})
-	}
+	tasks := runToGates(ctx, t, e, gateTasks(t), claim)
 
 	for appliedVersion(ctx, t, pool) >= fenceOnCheckpointVersion {
 		if err := postgres.MigrateDown(ctx, pool); err != nil {
@@ -81,16 +60,6 @@ func TestMigrationFenceOnCheckpointResumesWaitingTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, w := range tasks {
-		in := graph.DecisionInput{InterruptID: w.itr.ID, Action: graph.ActionApprove}
-		if w.itr.Payload.Type == graph.InterruptQuestion {
-			in = graph.DecisionInput{InterruptID: w.itr.ID, Action: graph.ActionRespond, Value: js(t, "yes, go on")}
-		}
-		if _, err := e.Decide(ctx, w.id, in); err != nil {
-			t.Fatal(err)
-		}
-		out, err := e.Run(ctx, w.id, claim(w.id))
-		if err != nil || (out.Status != graph.StatusSucceeded && out.Status != graph.StatusWaiting) {
-			t.Fatalf("resume %s: %+v %v", w.id, out, err)
-		}
+		decideAndRun(ctx, t, e, w, claim)
 	}
 }

@@ -26,28 +26,7 @@ func TestMigrationEventSeqResumesWaitingTasks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type waiting struct {
-		id  string
-		itr *graph.Interrupt
-	}
-	var tasks []waiting
-	for _, nt := range []graph.NewTask{
-		{Workflow: "feature", Input: js(t, map[string]any{"description": "Export the audit log."}),
-			Options: js(t, map[string]any{"gates": map[string]bool{"allowPrd": false, "allowPlan": false, "allowMerge": false}})},
-		{Workflow: "sdd", Input: js(t, map[string]any{"project_brief": "A billing service."}),
-			Options: js(t, map[string]any{"gates": map[string]bool{"allowSdd": false}})},
-		{Workflow: "analyze", Input: js(t, map[string]any{"query": "why do the approvals take long?"})},
-	} {
-		task, err := e.Create(ctx, nt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := e.Run(ctx, task.ID, 0)
-		if err != nil || out.Status != graph.StatusWaiting {
-			t.Fatalf("%s: %+v %v", nt.Workflow, out, err)
-		}
-		tasks = append(tasks, waiting{task.ID, out.Interrupt})
-	}
+	tasks := runToGates(ctx, t, e, gateTasks(t), nil)
 	lastSeq := func(id string) (n int64) {
 		if err := pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM task_events WHERE task_id = $1`, id).Scan(&n); err != nil {
 			t.Fatal(err)
@@ -76,17 +55,7 @@ func TestMigrationEventSeqResumesWaitingTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, w := range tasks {
-		in := graph.DecisionInput{InterruptID: w.itr.ID, Action: graph.ActionApprove}
-		if w.itr.Payload.Type == graph.InterruptQuestion {
-			in = graph.DecisionInput{InterruptID: w.itr.ID, Action: graph.ActionRespond, Value: js(t, "yes, go on")}
-		}
-		if _, err := e.Decide(ctx, w.id, in); err != nil {
-			t.Fatal(err)
-		}
-		out, err := e.Run(ctx, w.id, 0)
-		if err != nil || (out.Status != graph.StatusSucceeded && out.Status != graph.StatusWaiting) {
-			t.Fatalf("resume %s: %+v %v", w.id, out, err)
-		}
+		decideAndRun(ctx, t, e, w, nil)
 		var n, seq int64
 		if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM task_events WHERE task_id = $1),
 			(SELECT event_seq FROM workflow_checkpoints WHERE task_id = $1)`, w.id).Scan(&n, &seq); err != nil {

@@ -51,22 +51,7 @@ func TestMigrationStateBlobsResumesWaitingTasks(t *testing.T) {
 			Options: js(t, map[string]any{"gates": map[string]bool{"allowPlan": false}})},
 		{Workflow: "analyze", Input: js(t, map[string]any{"query": "why do the approvals take long?"})},
 	}
-	type waiting struct {
-		id, workflow string
-		itr          *graph.Interrupt
-	}
-	var tasks []waiting
-	for _, nt := range creates {
-		task, err := e.Create(ctx, nt)
-		if err != nil {
-			t.Fatalf("create %s: %v", nt.Workflow, err)
-		}
-		out, err := e.Run(ctx, task.ID, 0)
-		if err != nil || out.Status != graph.StatusWaiting || out.Interrupt == nil {
-			t.Fatalf("%s: %+v %v", nt.Workflow, out, err)
-		}
-		tasks = append(tasks, waiting{id: task.ID, workflow: nt.Workflow, itr: out.Interrupt})
-	}
+	tasks := runToGates(ctx, t, e, creates, nil)
 	var blobs int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM state_blobs`).Scan(&blobs); err != nil {
 		t.Fatal(err)
@@ -115,23 +100,7 @@ func TestMigrationStateBlobsResumesWaitingTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, w := range tasks {
-		in := graph.DecisionInput{InterruptID: w.itr.ID, Action: graph.ActionApprove}
-		if w.itr.Payload.Type == graph.InterruptQuestion {
-			in = graph.DecisionInput{InterruptID: w.itr.ID, Action: graph.ActionRespond, Value: js(t, "yes, go on")}
-		}
-		if _, err := e.Decide(ctx, w.id, in); err != nil {
-			t.Fatalf("%s: decide %s: %v", w.workflow, w.itr.ID, err)
-		}
-		out, err := e.Run(ctx, w.id, 0)
-		if err != nil {
-			t.Fatalf("%s: resume: %v", w.workflow, err)
-		}
-		switch {
-		case out.Status == graph.StatusSucceeded:
-		case out.Status == graph.StatusWaiting && out.Interrupt != nil && out.Interrupt.ID != w.itr.ID:
-		default:
-			t.Errorf("%s: after the decision: %+v", w.workflow, out)
-		}
+		decideAndRun(ctx, t, e, w, nil)
 	}
 	// The checkpoints written since store their large fields apart again.
 	var named int
@@ -140,6 +109,75 @@ func TestMigrationStateBlobsResumesWaitingTasks(t *testing.T) {
 	}
 	if named == 0 {
 		t.Error("no checkpoint written after the migration names a blob")
+	}
+}
+
+// waitingTask is a task waiting at a gate for a person.
+type waitingTask struct {
+	id, workflow string
+	itr          *graph.Interrupt
+}
+
+// gateTasks start tasks of three workflows that stop for a person at
+// their first gate.
+func gateTasks(t *testing.T) []graph.NewTask {
+	return []graph.NewTask{
+		{Workflow: "feature", Input: js(t, map[string]any{"description": "Export the audit log."}),
+			Options: js(t, map[string]any{"gates": map[string]bool{"allowPrd": false, "allowPlan": false, "allowMerge": false}})},
+		{Workflow: "sdd", Input: js(t, map[string]any{"project_brief": "A billing service."}),
+			Options: js(t, map[string]any{"gates": map[string]bool{"allowSdd": false}})},
+		{Workflow: "analyze", Input: js(t, map[string]any{"query": "why do the approvals take long?"})},
+	}
+}
+
+// runToGates creates each task and runs it to its first wait, under the
+// fence fence gives it (nil: no lease, fence 0).
+func runToGates(ctx context.Context, t *testing.T, e *graph.Engine, creates []graph.NewTask, fence func(id string) int64) []waitingTask {
+	t.Helper()
+	var tasks []waitingTask
+	for _, nt := range creates {
+		task, err := e.Create(ctx, nt)
+		if err != nil {
+			t.Fatalf("create %s: %v", nt.Workflow, err)
+		}
+		var f int64
+		if fence != nil {
+			f = fence(task.ID)
+		}
+		out, err := e.Run(ctx, task.ID, f)
+		if err != nil || out.Status != graph.StatusWaiting || out.Interrupt == nil {
+			t.Fatalf("%s: %+v %v", nt.Workflow, out, err)
+		}
+		tasks = append(tasks, waitingTask{id: task.ID, workflow: nt.Workflow, itr: out.Interrupt})
+	}
+	return tasks
+}
+
+// decideAndRun approves w's interrupt (answers it, for a question) and
+// runs the task on, under the fence fence gives it once decided (nil: no
+// lease, fence 0), to its next wait or its end.
+func decideAndRun(ctx context.Context, t *testing.T, e *graph.Engine, w waitingTask, fence func(id string) int64) {
+	t.Helper()
+	in := graph.DecisionInput{InterruptID: w.itr.ID, Action: graph.ActionApprove}
+	if w.itr.Payload.Type == graph.InterruptQuestion {
+		in = graph.DecisionInput{InterruptID: w.itr.ID, Action: graph.ActionRespond, Value: js(t, "yes, go on")}
+	}
+	if _, err := e.Decide(ctx, w.id, in); err != nil {
+		t.Fatalf("%s: decide %s: %v", w.workflow, w.itr.ID, err)
+	}
+	var f int64
+	if fence != nil {
+		f = fence(w.id)
+	}
+	out, err := e.Run(ctx, w.id, f)
+	if err != nil {
+		t.Fatalf("%s: resume: %v", w.workflow, err)
+	}
+	switch {
+	case out.Status == graph.StatusSucceeded:
+	case out.Status == graph.StatusWaiting && out.Interrupt != nil && out.Interrupt.ID != w.itr.ID:
+	default:
+		t.Errorf("%s: after the decision: %+v", w.workflow, out)
 	}
 }
 

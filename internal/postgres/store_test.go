@@ -454,29 +454,21 @@ func TestQuietCommitIsFenced(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	task, err := b.engine(t).Create(ctx, graph.NewTask{Workflow: "counter"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	claims, err := b.store.ClaimTask(ctx, "w", task.ID, time.Minute)
-	if err != nil || len(claims) != 1 {
-		t.Fatalf("claim: %+v %v", claims, err)
-	}
-	fence := claims[0].Fence
-	snap, err := b.store.Load(ctx, task.ID)
+	id, fence := createClaimed(t, b.engine(t), b.store, "counter")
+	snap, err := b.store.Load(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	commit := func(fence int64, step int) error {
 		cp := snap.Checkpoint
 		cp.Step, cp.LastNode, cp.UpdatedAt = step, "quiet", time.Now()
-		return b.store.Commit(ctx, &graph.Commit{TaskID: task.ID, Fence: fence, Status: graph.StatusRunning, Quiet: true,
+		return b.store.Commit(ctx, &graph.Commit{TaskID: id, Fence: fence, Status: graph.StatusRunning, Quiet: true,
 			Checkpoint: &cp, Reason: "node", Events: []graph.Event{
 				{Type: graph.EventNodeCompleted, Node: "quiet", Iteration: 1, At: time.Now()},
 				{Type: graph.EventNodeStarted, Node: "next", Iteration: 1, At: time.Now()}}})
 	}
 	var xmin string
-	if err := b.pool.QueryRow(ctx, `SELECT xmin::text FROM tasks WHERE id = $1`, task.ID).Scan(&xmin); err != nil {
+	if err := b.pool.QueryRow(ctx, `SELECT xmin::text FROM tasks WHERE id = $1`, id).Scan(&xmin); err != nil {
 		t.Fatal(err)
 	}
 	before := b.counts(t)
@@ -492,7 +484,7 @@ func TestQuietCommitIsFenced(t *testing.T) {
 	var xmin2, lastNode string
 	var seqs []int64
 	if err := b.pool.QueryRow(ctx, `SELECT t.xmin::text, c.last_node_id, ARRAY(SELECT seq FROM task_events WHERE task_id = t.id ORDER BY seq)
-		FROM tasks t JOIN workflow_checkpoints c ON c.task_id = t.id WHERE t.id = $1`, task.ID).Scan(&xmin2, &lastNode, &seqs); err != nil {
+		FROM tasks t JOIN workflow_checkpoints c ON c.task_id = t.id WHERE t.id = $1`, id).Scan(&xmin2, &lastNode, &seqs); err != nil {
 		t.Fatal(err)
 	}
 	if xmin2 != xmin || lastNode != "quiet" {
@@ -503,7 +495,7 @@ func TestQuietCommitIsFenced(t *testing.T) {
 			t.Fatalf("seqs %v are not gap-free from 1", seqs)
 		}
 	}
-	if h, err := b.store.History(ctx, task.ID); err != nil || h[len(h)-1].LastNode != "quiet" {
+	if h, err := b.store.History(ctx, id); err != nil || h[len(h)-1].LastNode != "quiet" {
 		t.Fatalf("history: %+v %v", h, err)
 	}
 	step := snap.Checkpoint.Step + 1
@@ -514,7 +506,7 @@ func TestQuietCommitIsFenced(t *testing.T) {
 		t.Helper()
 		var onTask, onCheckpoint int64
 		if err := b.pool.QueryRow(ctx, `SELECT t.lease_fence, c.lease_fence FROM tasks t
-			JOIN workflow_checkpoints c ON c.task_id = t.id WHERE t.id = $1`, task.ID).Scan(&onTask, &onCheckpoint); err != nil {
+			JOIN workflow_checkpoints c ON c.task_id = t.id WHERE t.id = $1`, id).Scan(&onTask, &onCheckpoint); err != nil {
 			t.Fatal(err)
 		}
 		if onTask != onCheckpoint {
@@ -523,10 +515,10 @@ func TestQuietCommitIsFenced(t *testing.T) {
 	}
 	sameFence("after a claim")
 	// Another worker takes the task over once the lease has lapsed.
-	if _, err := b.pool.Exec(ctx, `UPDATE tasks SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, task.ID); err != nil {
+	if _, err := b.pool.Exec(ctx, `UPDATE tasks SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
-	claims, err = b.store.ClaimTask(ctx, "w2", task.ID, time.Minute)
+	claims, err := b.store.ClaimTask(ctx, "w2", id, time.Minute)
 	if err != nil || len(claims) != 1 || claims[0].Fence == fence {
 		t.Fatalf("takeover: %+v %v", claims, err)
 	}
@@ -548,7 +540,7 @@ func TestQuietCommitIsFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // committed below
-	if _, err := tx.Exec(ctx, `UPDATE tasks SET lease_fence = lease_fence + 1 WHERE id = $1`, task.ID); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE tasks SET lease_fence = lease_fence + 1 WHERE id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
 	step++
@@ -568,7 +560,7 @@ func TestQuietCommitIsFenced(t *testing.T) {
 	sameFence("after a fence move")
 
 	// A cancel moves the fence: the worker's next commit writes nothing.
-	if err := b.store.Cancel(ctx, task.ID, "ann"); err != nil {
+	if err := b.store.Cancel(ctx, id, "ann"); err != nil {
 		t.Fatal(err)
 	}
 	sameFence("after a cancel")
