@@ -39,12 +39,11 @@ DATABASE_URL="$url" go run ./cmd/web migrate up >/dev/null
 psql "$url" -q -v ON_ERROR_STOP=1 <<'SQL'
 CREATE TABLE floor_state (id uuid PRIMARY KEY, state jsonb NOT NULL, updated_at timestamptz NOT NULL DEFAULT now());
 INSERT INTO tasks (id, workflow, status, lease_fence) SELECT md5(g::text)::uuid, 'linear', 'running', 1 FROM generate_series(0, 63) g;
-INSERT INTO workflow_checkpoints (task_id, state) SELECT id, '{}' FROM tasks;
+-- The checkpoint rows carry the task's fence (00101).
+INSERT INTO workflow_checkpoints (task_id, state, lease_fence) SELECT id, '{}', lease_fence FROM tasks;
 CREATE SEQUENCE step_seq;
--- The statement before 00100 counted events on the task row; the
--- seq_on_checkpoint variant keeps the fence on the checkpoint row too.
+-- The statement before 00100 counted events on the task row.
 ALTER TABLE tasks ADD COLUMN event_seq bigint NOT NULL DEFAULT 0;
-ALTER TABLE workflow_checkpoints ADD COLUMN lease_fence bigint NOT NULL DEFAULT 1;
 UPDATE workflow_checkpoints SET event_seq = 1000000000;
 SQL
 
