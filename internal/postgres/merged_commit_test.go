@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/graph/graphtest"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
 )
 
@@ -404,4 +407,135 @@ func createClaimed(t *testing.T, e *graph.Engine, store *postgres.Store, workflo
 		t.Fatalf("claim: %+v %v", claims, err)
 	}
 	return task.ID, claims[0].Fence
+}
+
+// A quiet commit merged ahead of one that writes the task row takes the
+// task row's lock first, as every writer that locks both rows does: a
+// cancel that has locked the task row and then updates the checkpoint row
+// (its counter, the fence's copy) finds the checkpoint row free, and the
+// merged commit, once the cancel is through, finds the fence moved and
+// writes nothing. Locked the other way round, the two deadlocked.
+func TestMergedQuietCommitLocksTheTaskRowFirst(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	store := postgres.NewStore(pool)
+	ctx := context.Background()
+	e, err := graph.NewEngine(store, []graph.Workflow{graphtest.Linear(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, fence := createClaimed(t, e, store, "linear")
+	snap, err := store.Load(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(step int) *graph.Checkpoint {
+		cp := snap.Checkpoint
+		cp.Step, cp.UpdatedAt = step, time.Now()
+		return &cp
+	}
+	ev := func(typ string) []graph.Event {
+		return []graph.Event{{Type: typ, Node: "n1", Iteration: 1, At: time.Now()}}
+	}
+	before := &graph.Commit{TaskID: id, Fence: fence, Status: graph.StatusRunning, Quiet: true, Reason: "decision",
+		Checkpoint: at(snap.Checkpoint.Step + 1), Events: ev(graph.EventNodeStarted)}
+	c := &graph.Commit{TaskID: id, Fence: fence, Status: graph.StatusRunning, CurrentNode: "n2", Reason: "node",
+		Checkpoint: at(snap.Checkpoint.Step + 2), Events: ev(graph.EventNodeCompleted), Before: before}
+
+	// The cancel's first half: the task row locked.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // committed below
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE`, id); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- store.Commit(ctx, c) }()
+	// Until the commit waits for a lock.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		var waiting int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the merged commit never waited for the task row")
+		}
+	}
+	// Its second half: the checkpoint row, then the fence. Were the
+	// checkpoint row held by the merged commit, this would wait for it
+	// while it waits for the task row.
+	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE workflow_checkpoints SET event_seq = event_seq + 1 WHERE task_id = $1`, id); err != nil {
+		t.Fatalf("the cancel's update of the checkpoint row: %v", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE tasks SET lease_fence = lease_fence + 1, status = 'cancelled' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, graph.ErrLeaseLost) {
+		t.Fatalf("the merged commit after the cancel: %v, want ErrLeaseLost", err)
+	}
+	var steps int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM checkpoint_history WHERE task_id = $1 AND step > $2`,
+		id, snap.Checkpoint.Step).Scan(&steps); err != nil {
+		t.Fatal(err)
+	}
+	if steps != 0 {
+		t.Errorf("%d checkpoints written by a commit whose lease was lost", steps)
+	}
+}
+
+// A claim locks the task row as an update that leaves its key alone (FOR
+// NO KEY UPDATE): the foreign-key checks of a quiet commit in flight, which
+// take a key share lock on the task row after the commit has locked the
+// checkpoint row, pass it, and the claim's fence copy waits for the commit
+// instead of both waiting for each other.
+func TestClaimLetsForeignKeyChecksThrough(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	store := postgres.NewStore(pool)
+	ctx := context.Background()
+	e, err := graph.NewEngine(store, []graph.Workflow{graphtest.Linear(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := createClaimed(t, e, store, "linear")
+	if _, err := pool.Exec(ctx, `UPDATE tasks SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	for name, claim := range map[string]func(q *dbsqlc.Queries) (int, error){
+		"TaskClaim": func(q *dbsqlc.Queries) (int, error) {
+			rows, err := q.TaskClaim(ctx, dbsqlc.TaskClaimParams{Owner: "w2", TtlSeconds: 60, MaxTasks: 1})
+			return len(rows), err
+		},
+		"TaskClaimOne": func(q *dbsqlc.Queries) (int, error) {
+			rows, err := q.TaskClaimOne(ctx, dbsqlc.TaskClaimOneParams{Owner: "w2", TtlSeconds: 60, ID: uuid.MustParse(id)})
+			return len(rows), err
+		},
+	} {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := claim(dbsqlc.New(tx)); err != nil || n != 1 {
+			t.Fatalf("%s: %d claimed, %v", name, n, err)
+		}
+		// A foreign-key check's lock, while the claim is not committed.
+		if _, err := pool.Exec(ctx, `BEGIN; SET LOCAL lock_timeout = '2s'; SELECT 1 FROM tasks WHERE id = '`+id+`' FOR KEY SHARE; COMMIT`); err != nil {
+			t.Errorf("a key share lock on the row of a task %s claimed: %v", name, err)
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -196,6 +196,13 @@ func (s *Store) Commit(ctx context.Context, c *graph.Commit) error {
 		if before, err = s.prepareCommit(ctx, b); err != nil {
 			return err
 		}
+		// Every writer that locks both rows of a task takes the task row
+		// first (a claim, a cancel, a commit that writes the row); a quiet
+		// commit locks the checkpoint row only. Ahead of a commit that
+		// writes the task row, in its transaction, the quiet one takes the
+		// task row's share lock first too: checkpoint then task row would
+		// deadlock with a cancel that came in between.
+		before.lockTask = !c.Quiet
 		u.redoable = u.redoable && b.Redoable
 		u.settles = u.settles && before.settles
 		u.queue = func(batch *pgx.Batch) {
@@ -352,9 +359,12 @@ func (s *Store) prepareCommit(ctx context.Context, c *graph.Commit) (*commitWork
 // commitWork is one commit prepared: its statements (queue), what their
 // result callbacks fill in, and what finish does once they are committed.
 type commitWork struct {
-	s        *Store
-	c        *graph.Commit
-	p        dbsqlc.TaskCommitParams
+	s *Store
+	c *graph.Commit
+	p dbsqlc.TaskCommitParams
+	// lockTask: a quiet commit that must take the task row's share lock
+	// all the same (TaskCommit, not TaskCommitQuiet), see Commit.
+	lockTask bool
 	settles  bool
 	queue    func(b *pgx.Batch)
 	allBlobs []blob
@@ -415,7 +425,7 @@ func (w *commitWork) taskCommit(q *dbsqlc.Queries) error {
 			Answers: p.Answers, PendingInterruptID: p.PendingInterruptID, Reason: p.Reason})
 		return err
 	}
-	if p.Touch || p.FirstCommit || !p.SaveCheckpoint {
+	if p.Touch || p.FirstCommit || !p.SaveCheckpoint || w.lockTask {
 		_, err := q.TaskCommit(context.Background(), *p)
 		return err
 	}

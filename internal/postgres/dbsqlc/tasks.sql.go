@@ -133,7 +133,10 @@ WITH claimed AS (
           AND (c.status = 'queued' OR c.lease_expires_at IS NULL OR c.lease_expires_at < now())
         ORDER BY c.created_at, c.id
         LIMIT $3::int
-        FOR UPDATE SKIP LOCKED
+        -- not FOR UPDATE: a quiet commit in flight holds the checkpoint
+        -- row, which the claim's fence copy waits for, and its foreign
+        -- keys' share locks on the task row must not wait for the claim
+        FOR NO KEY UPDATE SKIP LOCKED
     )
     RETURNING id, workflow, title, input, options, status, current_node, result, error,
               created_by, created_at, updated_at, completed_at, lease_fence
@@ -293,7 +296,7 @@ WHERE id IN (
     WHERE c.id = $3::uuid
       AND (c.status = 'queued'
            OR (c.status = 'running' AND (c.lease_expires_at IS NULL OR c.lease_expires_at < now())))
-    FOR UPDATE SKIP LOCKED
+    FOR NO KEY UPDATE SKIP LOCKED -- as TaskClaim
 )
 RETURNING id, lease_fence,
           (SELECT c.event_seq FROM workflow_checkpoints c WHERE c.task_id = tasks.id)::bigint AS event_seq
@@ -426,7 +429,7 @@ type TaskCommitParams struct {
 // task row when touch (a change of status, a result or error, or a row not
 // written for a while: a running task's row is not rewritten by every
 // node). The fence is checked under a share lock on the task row (f): a
-// claim's FOR UPDATE SKIP LOCKED passes the row by, and a cancel or a
+// claim's SKIP LOCKED passes the row by, and a cancel or a
 // decision, which move the fence, wait for this commit. A commit always
 // carries at least one event; when the fence does not match, the first
 // seq calls gatehouse_lease_lost, which raises and aborts the transaction,
