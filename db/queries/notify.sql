@@ -126,6 +126,26 @@ WITH t AS (
 )
 SELECT * FROM w UNION ALL SELECT * FROM s UNION ALL SELECT * FROM m;
 
+-- OutboxEnqueueWebhooks is OutboxEnqueue when neither Slack nor email
+-- takes the event (the replica has neither, or the event goes to no one):
+-- the rows for the webhook endpoints only. PostgreSQL builds the executor
+-- state of OutboxEnqueue's three inserts on each execution, used or not.
+-- name: OutboxEnqueueWebhooks :many
+WITH t AS (
+    SELECT tasks.id, c.event_seq
+    FROM tasks JOIN workflow_checkpoints c ON c.task_id = tasks.id
+    WHERE tasks.id = @task_id::uuid
+    AND (NOT @if_decided::bool OR EXISTS (
+        SELECT 1 FROM decisions d
+        WHERE d.interrupt_id = sqlc.narg(interrupt_id)::uuid AND d.xmin = pg_current_xact_id()::xid))
+)
+INSERT INTO outbox (event, task_id, interrupt_id, seq, channel, endpoint_id, attempts, next_at)
+SELECT @event::text, t.id, sqlc.narg(interrupt_id)::uuid, t.event_seq, 'webhook', e.id, (@born_lease::float8 > 0)::int,
+       now() + make_interval(secs => @born_lease::float8)
+FROM t, webhook_endpoints e
+WHERE e.disabled_at IS NULL AND (e.events = '{}' OR @event::text = ANY (e.events))
+RETURNING *;
+
 -- OutboxClaim takes up to max due deliveries for a sender: their next_at
 -- moves past the longest delivery (lease_seconds), so a sender that dies
 -- leaves them due again. Destinations (an endpoint id, 'email', 'slack')

@@ -140,12 +140,20 @@ func (s *Store) outboxParams(taskID uuid.UUID, ev *outboxEvent) dbsqlc.OutboxEnq
 // event in b (one transaction); *out receives those written.
 func (s *Store) queueOutbox(ctx context.Context, b *pgx.Batch, taskID uuid.UUID, ev *outboxEvent, out *[]notify.Delivery) {
 	p := s.outboxParams(taskID, ev)
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.OutboxEnqueue(ctx, p); return err }).
-		Query(func(rows pgx.Rows) error {
-			rs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[dbsqlc.OutboxEnqueueRow])
-			*out = enqueued(rs)
-			return err
-		})
+	var call func(q *dbsqlc.Queries) error
+	if p.Slack || p.Email {
+		call = func(q *dbsqlc.Queries) error { _, err := q.OutboxEnqueue(ctx, p); return err }
+	} else {
+		wp := dbsqlc.OutboxEnqueueWebhooksParams{TaskID: p.TaskID, IfDecided: p.IfDecided, InterruptID: p.InterruptID,
+			Event: p.Event, BornLease: p.BornLease}
+		call = func(q *dbsqlc.Queries) error { _, err := q.OutboxEnqueueWebhooks(ctx, wp); return err }
+	}
+	dbsqlc.Queue(b, call).Query(func(rows pgx.Rows) error {
+		// Both statements return outbox rows.
+		rs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[dbsqlc.OutboxEnqueueRow])
+		*out = enqueued(rs)
+		return err
+	})
 }
 
 // enqueueTx writes the outbox rows of ev in the caller's transaction.

@@ -458,6 +458,77 @@ func (q *Queries) OutboxEnqueue(ctx context.Context, arg OutboxEnqueueParams) ([
 	return items, nil
 }
 
+const outboxEnqueueWebhooks = `-- name: OutboxEnqueueWebhooks :many
+WITH t AS (
+    SELECT tasks.id, c.event_seq
+    FROM tasks JOIN workflow_checkpoints c ON c.task_id = tasks.id
+    WHERE tasks.id = $4::uuid
+    AND (NOT $5::bool OR EXISTS (
+        SELECT 1 FROM decisions d
+        WHERE d.interrupt_id = $2::uuid AND d.xmin = pg_current_xact_id()::xid))
+)
+INSERT INTO outbox (event, task_id, interrupt_id, seq, channel, endpoint_id, attempts, next_at)
+SELECT $1::text, t.id, $2::uuid, t.event_seq, 'webhook', e.id, ($3::float8 > 0)::int,
+       now() + make_interval(secs => $3::float8)
+FROM t, webhook_endpoints e
+WHERE e.disabled_at IS NULL AND (e.events = '{}' OR $1::text = ANY (e.events))
+RETURNING id, event, task_id, interrupt_id, seq, channel, endpoint_id, recipient, state, attempts, next_at, payload, last_error, created_at, delivered_at
+`
+
+type OutboxEnqueueWebhooksParams struct {
+	Event       string
+	InterruptID *uuid.UUID
+	BornLease   float64
+	TaskID      uuid.UUID
+	IfDecided   bool
+}
+
+// OutboxEnqueueWebhooks is OutboxEnqueue when neither Slack nor email
+// takes the event (the replica has neither, or the event goes to no one):
+// the rows for the webhook endpoints only. PostgreSQL builds the executor
+// state of OutboxEnqueue's three inserts on each execution, used or not.
+func (q *Queries) OutboxEnqueueWebhooks(ctx context.Context, arg OutboxEnqueueWebhooksParams) ([]Outbox, error) {
+	rows, err := q.db.Query(ctx, outboxEnqueueWebhooks,
+		arg.Event,
+		arg.InterruptID,
+		arg.BornLease,
+		arg.TaskID,
+		arg.IfDecided,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Outbox{}
+	for rows.Next() {
+		var i Outbox
+		if err := rows.Scan(
+			&i.ID,
+			&i.Event,
+			&i.TaskID,
+			&i.InterruptID,
+			&i.Seq,
+			&i.Channel,
+			&i.EndpointID,
+			&i.Recipient,
+			&i.State,
+			&i.Attempts,
+			&i.NextAt,
+			&i.Payload,
+			&i.LastError,
+			&i.CreatedAt,
+			&i.DeliveredAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const outboxGet = `-- name: OutboxGet :one
 SELECT id, event, task_id, interrupt_id, seq, channel, endpoint_id, recipient, state, attempts, next_at, payload, last_error, created_at, delivered_at FROM outbox WHERE id = $1
 `
