@@ -16,6 +16,14 @@ import (
 
 func setup(t *testing.T) (*graph.Engine, *live.Hub, *postgres.Store) {
 	t.Helper()
+	url, _, store, e := newStore(t)
+	return e, startHub(t, url, store), store
+}
+
+// newStore is a fresh database with a store and an engine of linear
+// tasks, and no hub yet.
+func newStore(t *testing.T) (string, *pgxpool.Pool, *postgres.Store, *graph.Engine) {
+	t.Helper()
 	url := pgtest.NewDB(t)
 	pool, err := pgxpool.New(context.Background(), url)
 	if err != nil {
@@ -27,6 +35,12 @@ func setup(t *testing.T) (*graph.Engine, *live.Hub, *postgres.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return url, pool, store, e
+}
+
+// startHub runs a hub on url until the test ends, once it listens.
+func startHub(t *testing.T, url string, store *postgres.Store) *live.Hub {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	hub := live.NewHub(url, store, nil)
@@ -36,7 +50,7 @@ func setup(t *testing.T) (*graph.Engine, *live.Hub, *postgres.Store) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("hub not listening")
 	}
-	return e, hub, store
+	return hub
 }
 
 // Events committed by any writer reach a subscriber through NOTIFY, in seq
@@ -152,19 +166,8 @@ func TestHubRunEndsWithItsContext(t *testing.T) {
 // before the hub listens, so only that notification announces them.
 func TestHubReadsJoinedAnnouncements(t *testing.T) {
 	t.Parallel()
-	url := pgtest.NewDB(t)
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	store := postgres.NewStore(pool)
-	e, err := graph.NewEngine(store, []graph.Workflow{graphtest.Linear(5)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	url, pool, store, e := newStore(t)
+	ctx := context.Background()
 	var ids []string
 	for range 2 {
 		task, err := e.Create(ctx, graph.NewTask{Workflow: "linear"})
@@ -173,13 +176,7 @@ func TestHubReadsJoinedAnnouncements(t *testing.T) {
 		}
 		ids = append(ids, task.ID)
 	}
-	hub := live.NewHub(url, store, nil)
-	go hub.Run(ctx)
-	select {
-	case <-hub.Ready():
-	case <-time.After(10 * time.Second):
-		t.Fatal("hub not listening")
-	}
+	hub := startHub(t, url, store)
 	all := hub.SubscribeAll()
 	defer all.Close()
 	if _, err := pool.Exec(ctx, "SELECT pg_notify($1, $2)", live.ChannelEvents, ids[0]+":1:1 "+ids[1]+":1:1"); err != nil {
