@@ -224,6 +224,18 @@ func (s *stack) newThread(t *testing.T) string {
 	return th.ThreadID
 }
 
+// interruptedThread is a new thread whose feature task (described as
+// description) waits at its first gate.
+func (s *stack) interruptedThread(t *testing.T, description string) string {
+	t.Helper()
+	thread := s.newThread(t)
+	if r := s.do(t, http.MethodPost, "/threads/"+thread+"/runs", gated(description)); r.status != http.StatusOK {
+		t.Fatalf("start: %d %s", r.status, r.body)
+	}
+	s.waitStatus(t, thread, "interrupted")
+	return thread
+}
+
 // gated is the run body that starts a feature task stopping at every gate.
 func gated(description string) map[string]any {
 	return map[string]any{"assistant_id": "feature", "input": map[string]any{"description": description},

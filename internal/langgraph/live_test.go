@@ -141,11 +141,7 @@ func TestNativeTaskIsAThread(t *testing.T) {
 func TestResumeGoesThroughTheDecider(t *testing.T) {
 	t.Parallel()
 	s := setup(t, auth.NewPolicy(nil, []string{"prd"}))
-	thread := s.newThread(t)
-	if r := s.do(t, http.MethodPost, "/threads/"+thread+"/runs", gated("Separation of duties")); r.status != http.StatusOK {
-		t.Fatalf("start: %d %s", r.status, r.body)
-	}
-	s.waitStatus(t, thread, "interrupted")
+	thread := s.interruptedThread(t, "Separation of duties")
 	before := s.counts(t)
 	r := s.do(t, http.MethodPost, "/threads/"+thread+"/runs", map[string]any{"assistant_id": "feature",
 		"command": map[string]any{"resume": []any{map[string]any{"type": "accept"}}}})
@@ -194,11 +190,7 @@ func TestTwoApprovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	thread := s.newThread(t)
-	if r := s.do(t, http.MethodPost, "/threads/"+thread+"/runs", gated("Two approvers")); r.status != http.StatusOK {
-		t.Fatalf("start: %d %s", r.status, r.body)
-	}
-	s.waitStatus(t, thread, "interrupted")
+	thread := s.interruptedThread(t, "Two approvers")
 	accept := map[string]any{"assistant_id": "feature", "command": map[string]any{"resume": []any{map[string]any{"type": "accept"}}}}
 	r := s.do(t, http.MethodPost, "/threads/"+thread+"/runs/stream", accept)
 	evs, _ := parseSSE(t, r.body)
@@ -238,11 +230,7 @@ func TestTwoApprovers(t *testing.T) {
 func TestRefusedResumeLeavesNoRun(t *testing.T) {
 	t.Parallel()
 	s := setup(t, auth.NewPolicy(nil, []string{"prd"}))
-	thread := s.newThread(t)
-	if r := s.do(t, http.MethodPost, "/threads/"+thread+"/runs", gated("Refused resumes")); r.status != http.StatusOK {
-		t.Fatalf("start: %d %s", r.status, r.body)
-	}
-	s.waitStatus(t, thread, "interrupted")
+	thread := s.interruptedThread(t, "Refused resumes")
 	before := s.counts(t)
 	for _, resume := range []any{
 		[]any{map[string]any{"type": "bogus"}},

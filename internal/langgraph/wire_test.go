@@ -258,11 +258,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 	t.Parallel()
 	s := setup(t)
 	idle := s.newThread(t)
-	waiting := s.newThread(t)
-	if r := s.do(t, http.MethodPost, "/threads/"+waiting+"/runs", gated("Bad input")); r.status != http.StatusOK {
-		t.Fatalf("start: %d %s", r.status, r.body)
-	}
-	s.waitStatus(t, waiting, "interrupted")
+	waiting := s.interruptedThread(t, "Bad input")
 	var run []map[string]any
 	s.do(t, http.MethodGet, "/threads/"+waiting+"/runs", nil).decode(t, &run)
 	before := s.counts(t)
