@@ -140,26 +140,35 @@ func (s *Store) outboxParams(taskID uuid.UUID, ev *outboxEvent) dbsqlc.OutboxEnq
 // event in b (one transaction); *out receives those written.
 func (s *Store) queueOutbox(ctx context.Context, b *pgx.Batch, taskID uuid.UUID, ev *outboxEvent, out *[]notify.Delivery) {
 	p := s.outboxParams(taskID, ev)
-	var call func(q *dbsqlc.Queries) error
-	if p.Slack || p.Email {
-		call = func(q *dbsqlc.Queries) error { _, err := q.OutboxEnqueue(ctx, p); return err }
-	} else {
-		wp := dbsqlc.OutboxEnqueueWebhooksParams{TaskID: p.TaskID, IfDecided: p.IfDecided, InterruptID: p.InterruptID,
-			Event: p.Event, BornLease: p.BornLease}
-		call = func(q *dbsqlc.Queries) error { _, err := q.OutboxEnqueueWebhooks(ctx, wp); return err }
-	}
-	dbsqlc.Queue(b, call).Query(func(rows pgx.Rows) error {
-		// Both statements return outbox rows.
-		rs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[dbsqlc.OutboxEnqueueRow])
-		*out = enqueued(rs)
-		return err
-	})
+	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := outboxEnqueue(ctx, q, p); return err }).
+		Query(func(rows pgx.Rows) error {
+			// Both statements return outbox rows.
+			rs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[dbsqlc.Outbox])
+			*out = enqueued(rs)
+			return err
+		})
 }
 
 // enqueueTx writes the outbox rows of ev in the caller's transaction.
 func (s *Store) enqueueTx(ctx context.Context, q *dbsqlc.Queries, taskID uuid.UUID, ev *outboxEvent) ([]notify.Delivery, error) {
-	rs, err := q.OutboxEnqueue(ctx, s.outboxParams(taskID, ev))
+	rs, err := outboxEnqueue(ctx, q, s.outboxParams(taskID, ev))
 	return enqueued(rs), err
+}
+
+// outboxEnqueue writes the outbox rows of p: with OutboxEnqueueWebhooks
+// when neither Slack nor email takes the event (PostgreSQL builds the
+// executor state of OutboxEnqueue's three inserts on every execution).
+func outboxEnqueue(ctx context.Context, q *dbsqlc.Queries, p dbsqlc.OutboxEnqueueParams) ([]dbsqlc.Outbox, error) {
+	if !p.Slack && !p.Email {
+		return q.OutboxEnqueueWebhooks(ctx, dbsqlc.OutboxEnqueueWebhooksParams{TaskID: p.TaskID, IfDecided: p.IfDecided,
+			InterruptID: p.InterruptID, Event: p.Event, BornLease: p.BornLease})
+	}
+	rs, err := q.OutboxEnqueue(ctx, p)
+	out := make([]dbsqlc.Outbox, len(rs))
+	for i, r := range rs {
+		out[i] = dbsqlc.Outbox(r)
+	}
+	return out, err
 }
 
 // outboxWritten hands this replica's sender the deliveries a commit wrote,
@@ -187,13 +196,13 @@ func (s *Store) outboxDue(ctx context.Context) {
 }
 
 // enqueued are the deliveries OutboxEnqueue wrote (nil for none).
-func enqueued(rs []dbsqlc.OutboxEnqueueRow) []notify.Delivery {
+func enqueued(rs []dbsqlc.Outbox) []notify.Delivery {
 	if len(rs) == 0 {
 		return nil
 	}
 	out := make([]notify.Delivery, len(rs))
 	for i, r := range rs {
-		out[i] = deliveryFromRow(dbsqlc.Outbox(r))
+		out[i] = deliveryFromRow(r)
 	}
 	return out
 }
