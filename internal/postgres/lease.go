@@ -56,7 +56,9 @@ func asyncBatch(ctx context.Context, generic bool) *pgx.Batch {
 func (s *Store) Claim(ctx context.Context, owner string, max int, ttl time.Duration) ([]Claim, error) {
 	var rows []dbsqlc.TaskClaimRow
 	p := dbsqlc.TaskClaimParams{Owner: owner, TtlSeconds: ttl.Seconds(), MaxTasks: int32(max)}
-	b := asyncBatch(ctx, false)
+	// asyncBatch's TxAsyncCommit, and an index scan for the claim.
+	b := &pgx.Batch{}
+	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxClaimPlans(ctx) })
 	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error {
 		_, err := q.TaskClaim(ctx, p)
 		return err

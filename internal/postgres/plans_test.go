@@ -174,3 +174,85 @@ func TestPlainCommitsSettleOnGenericPlans(t *testing.T) {
 		t.Fatalf("statements %v ran %d times, want TaskCommit and TaskCommitQuiet 44 times", seen, total)
 	}
 }
+
+// A claim's plan is made on a young tasks table, and kept while the table
+// grows: it must be the ordered scan of tasks_runnable_idx even then, not a
+// bitmap scan and a sort, which visits every dead entry of the index on
+// every claim (TxClaimPlans). The plans are explained as the store runs
+// the claim: in a transaction that began with TxClaimPlans.
+func TestClaimPlanOnAYoungTable(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `
+INSERT INTO tasks (id, workflow, created_at)
+SELECT gen_random_uuid(), 'linear', now() + g * interval '1 ms' FROM generate_series(1, 20) g`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	explain := func(q interface {
+		Query(context.Context, string, ...any) (pgx.Rows, error)
+	}, stmt, mode string) string {
+		t.Helper()
+		rows, err := q.Query(ctx, fmt.Sprintf("/* %s */ EXPLAIN EXECUTE %s('young', 1, 1)", mode, pgx.Identifier{stmt}.Sanitize()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(lines, "\n")
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // the claim is not kept
+	q := dbsqlc.New(tx)
+	if err := q.TxClaimPlans(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.TaskClaim(ctx, dbsqlc.TaskClaimParams{Owner: "young", TtlSeconds: 1, MaxTasks: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var stmt, text string
+	if err := tx.QueryRow(ctx, `SELECT name, statement FROM pg_prepared_statements WHERE statement LIKE $1`,
+		"%-- name: TaskClaim %").Scan(&stmt, &text); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+mode); err != nil {
+			t.Fatal(err)
+		}
+		plan := explain(tx, stmt, mode)
+		if !strings.Contains(plan, "Index Scan using tasks_runnable_idx") {
+			t.Errorf("%s: the claim does not walk tasks_runnable_idx in order:\n%s", mode, plan)
+		}
+		for _, n := range []string{"Bitmap", "Sort", "Seq Scan"} {
+			if strings.Contains(plan, n) {
+				t.Errorf("%s: the claim's plan has %q:\n%s", mode, n, plan)
+			}
+		}
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Without it, the same statement prepared afresh is planned as the
+	// bitmap scan and sort this guards against: the test can fail.
+	if _, err := conn.Exec(ctx, "PREPARE young_claim AS "+text); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	if plan := explain(conn, "young_claim", "force_generic_plan"); !strings.Contains(plan, "Bitmap Index Scan on tasks_runnable_idx") {
+		t.Errorf("without TxClaimPlans the young table's plan was expected to be a bitmap scan:\n%s", plan)
+	}
+	if _, err := conn.Exec(ctx, "RESET plan_cache_mode; DEALLOCATE young_claim"); err != nil {
+		t.Fatal(err)
+	}
+}
