@@ -36,6 +36,10 @@ type blob struct {
 // splitState divides a state into what stays inline and its large fields.
 // A state it cannot split stays whole.
 func splitState(state []byte) (inline []byte, blobs []blob) {
+	if len(state) < blobMin {
+		// No field of it is large: most states, at every step.
+		return state, nil
+	}
 	ms, ok := jsonobj.Split(state)
 	if !ok {
 		return state, nil

@@ -6,6 +6,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatehousehq/gatehouse/internal/graph"
@@ -437,11 +439,21 @@ func (w *commitWork) taskCommit(q *dbsqlc.Queries) error {
 }
 
 // readSeqs reads TaskCommit's seqs into w.seqs, overwriting (a batch that
-// failed is sent again), each scanned into its place (pgx.RowTo took an
-// allocation per row).
+// failed is sent again). A seq in binary, as pgx asks for a bigint, is read
+// from its 8 bytes: Scan looked up a plan and allocated for each row.
 func (w *commitWork) readSeqs(rows pgx.Rows) error {
 	w.seqs = w.seqs[:0]
+	raw := false
 	for rows.Next() {
+		if len(w.seqs) == 0 {
+			// Known once a row came: a statement that failed has none.
+			fd := rows.FieldDescriptions()
+			raw = len(fd) == 1 && fd[0].DataTypeOID == pgtype.Int8OID && fd[0].Format == pgx.BinaryFormatCode
+		}
+		if v := rows.RawValues(); raw && len(v) == 1 && len(v[0]) == 8 {
+			w.seqs = append(w.seqs, int64(binary.BigEndian.Uint64(v[0])))
+			continue
+		}
 		w.seqs = append(w.seqs, 0)
 		if err := rows.Scan(&w.seqs[len(w.seqs)-1]); err != nil {
 			return err
