@@ -11,6 +11,7 @@ import (
 	"maps"
 	mrand "math/rand/v2"
 	"runtime/debug"
+	"sync"
 	"time"
 )
 
@@ -281,7 +282,21 @@ type execution[S any] struct {
 	touchedAtStart time.Time
 	// touch brings the row up to a node that runs longer than startDelay
 	// after a quiet commit announced it (Toucher).
-	touch *delayed
+	touch touchTimer
+}
+
+// touchTimer is armTouch's timer: one per run, armed again for each node.
+// A timer, its closure, a channel and a delayed per node run were about
+// four allocations of every step.
+type touchTimer struct {
+	timer *time.Timer
+	armed bool           // armed and not settled since
+	ran   sync.WaitGroup // one while armed; done when stopped or run
+	mu    sync.Mutex     // what it touches, set by armTouch, read by touchNow
+	ctx   context.Context
+	id    string
+	fence int64
+	node  string
 }
 
 // delayed is work done on a timer's goroutine unless it is stopped first.
@@ -768,30 +783,49 @@ func (x *execution[S]) deferStart(ctx context.Context, c *Commit) {
 // armTouch has the task row brought up to node if it still runs after
 // startDelay (its start was committed quietly).
 func (x *execution[S]) armTouch(ctx context.Context, node string) {
-	t, ok := x.e.cp.(Toucher)
-	if !ok {
+	if _, ok := x.e.cp.(Toucher); !ok {
 		return
 	}
-	id, fence := x.task.ID, x.fence
-	x.touch = after(x.e.startDelay, func() error {
-		if err := t.TouchTask(context.WithoutCancel(ctx), id, fence, node); err != nil {
-			x.e.log.Warn("touch task row", "task", id, "node", node, "error", err)
-		}
-		return nil
-	})
+	x.settleTouch()
+	p := &x.touch
+	p.mu.Lock()
+	p.ctx, p.id, p.fence, p.node = ctx, x.task.ID, x.fence, node
+	p.mu.Unlock()
+	p.armed = true
+	p.ran.Add(1)
+	if p.timer == nil {
+		p.timer = time.AfterFunc(x.e.startDelay, x.touchNow)
+	} else {
+		p.timer.Reset(x.e.startDelay)
+	}
+}
+
+// touchNow runs on the timer's goroutine.
+func (x *execution[S]) touchNow() {
+	p := &x.touch
+	defer p.ran.Done()
+	p.mu.Lock()
+	ctx, id, fence, node := p.ctx, p.id, p.fence, p.node
+	p.mu.Unlock()
+	if err := x.e.cp.(Toucher).TouchTask(context.WithoutCancel(ctx), id, fence, node); err != nil {
+		x.e.log.Warn("touch task row", "task", id, "node", node, "error", err)
+	}
 }
 
 // settleTouch stops a touch not yet sent, or waits for one sent (it must
 // not land after the commit that follows it).
 func (x *execution[S]) settleTouch() {
-	p := x.touch
-	if p == nil {
+	p := &x.touch
+	if !p.armed {
 		return
 	}
-	x.touch = nil
-	if !p.stop() {
-		x.touched = x.e.now()
+	p.armed = false
+	if p.timer.Stop() {
+		p.ran.Done()
+		return
 	}
+	p.ran.Wait()
+	x.touched = x.e.now()
 }
 
 // settleStart commits a start still waiting, when the run ends without a
