@@ -349,7 +349,9 @@ func TestQuietCommitsLeaveTheTaskRow(t *testing.T) {
 }
 
 // A node that runs longer than the start delay after a quiet commit
-// announced it brings the task row up to it (graph.Toucher).
+// announced it brings the task row up to it (graph.Toucher): the first slow
+// node after quick ones (the run's touch timer already running), and the
+// slow node after it (the timer armed again).
 func TestLongNodeTouchesTheTaskRow(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
@@ -357,24 +359,27 @@ func TestLongNodeTouchesTheTaskRow(t *testing.T) {
 	ctx := context.Background()
 	type st struct{ N int }
 	var id string
-	shown := make(chan string, 1)
+	shown := make(chan string, 2)
 	quick := func(_ context.Context, _ *graph.NodeRun, s st) (st, error) { s.N++; return s, nil }
-	slow := func(ctx context.Context, _ *graph.NodeRun, s st) (st, error) {
-		var node string
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-			if err := pool.QueryRow(ctx, `SELECT current_node FROM tasks WHERE id = $1`, id).Scan(&node); err != nil {
-				return s, err
+	slow := func(name string) graph.NodeFunc[st] {
+		return func(ctx context.Context, _ *graph.NodeRun, s st) (st, error) {
+			var node string
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+				if err := pool.QueryRow(ctx, `SELECT current_node FROM tasks WHERE id = $1`, id).Scan(&node); err != nil {
+					return s, err
+				}
+				if node == name {
+					break
+				}
 			}
-			if node == "slow" {
-				break
-			}
+			shown <- node
+			s.N++
+			return s, nil
 		}
-		shown <- node
-		s.N++
-		return s, nil
 	}
-	g, err := graph.New[st]("touch").Node("a", quick).Node("b", quick).Node("slow", slow).
-		Edge("a", "b").Edge("b", "slow").Edge("slow", graph.END).
+	g, err := graph.New[st]("touch").Node("a", quick).Node("b", quick).Node("slow", slow("slow")).
+		Node("slower", slow("slower")).
+		Edge("a", "b").Edge("b", "slow").Edge("slow", "slower").Edge("slower", graph.END).
 		Init(func(json.RawMessage, graph.Options) (st, error) { return st{}, nil }).Compile()
 	if err != nil {
 		t.Fatal(err)
@@ -388,8 +393,10 @@ func TestLongNodeTouchesTheTaskRow(t *testing.T) {
 	if out, err := e.Run(ctx, id, fence); err != nil || out.Status != graph.StatusSucceeded {
 		t.Fatalf("run: %+v %v", out, err)
 	}
-	if node := <-shown; node != "slow" {
-		t.Fatalf("while slow ran the task row said %q", node)
+	for _, want := range []string{"slow", "slower"} {
+		if node := <-shown; node != want {
+			t.Fatalf("while %s ran the task row said %q", want, node)
+		}
 	}
 }
 
