@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -253,6 +254,99 @@ SELECT gen_random_uuid(), 'linear', now() + g * interval '1 ms' FROM generate_se
 		t.Errorf("without TxClaimPlans the young table's plan was expected to be a bitmap scan:\n%s", plan)
 	}
 	if _, err := conn.Exec(ctx, "RESET plan_cache_mode; DEALLOCATE young_claim"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The feedback of a task's last rejection at a node is read by the
+// rejections' index, whatever the number of approvals: among 20,000
+// decisions (most of them approvals, of 100 tasks), each of the two
+// queries that read it walks decisions_rejections_idx, custom and generic,
+// and finds the newest rejection at the node.
+func TestLastRejectionUsesItsIndex(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `
+INSERT INTO tasks (id, workflow, status)
+SELECT ('00000000-0000-0000-0000-' || lpad(t::text, 12, '0'))::uuid, 'feature', 'waiting' FROM generate_series(1, 100) t;
+INSERT INTO interrupts (id, task_id, node, kind, iteration, payload, status, created_at)
+SELECT ('00000000-0000-0000-' || lpad(t::text, 4, '0') || '-' || lpad(g::text, 12, '0'))::uuid,
+       ('00000000-0000-0000-0000-' || lpad(t::text, 12, '0'))::uuid,
+       CASE WHEN g % 2 = 0 THEN 'a' ELSE 'b' END, 'plan', 1, '{}', 'resolved', now() - (1000 - g) * interval '1 s'
+FROM generate_series(1, 100) t, generate_series(1, 200) g;
+INSERT INTO decisions (interrupt_id, task_id, action, feedback, decided_by, decided_at)
+SELECT id, task_id, CASE WHEN right(id::text, 12)::int % 25 = 0 THEN 'reject' ELSE 'approve' END,
+       'feedback at ' || created_at::text, 'x', created_at
+FROM interrupts;
+INSERT INTO interrupts (id, task_id, node, kind, iteration, payload, status, created_at)
+VALUES ('00000000-0000-0000-ffff-000000000001', '00000000-0000-0000-0000-000000000001', 'a', 'plan', 2, '{}', 'pending', now());`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `VACUUM ANALYZE decisions, interrupts`); err != nil {
+		t.Fatal(err)
+	}
+	var want string
+	if err := pool.QueryRow(ctx, `SELECT d.feedback FROM decisions d JOIN interrupts i ON i.id = d.interrupt_id
+		WHERE d.task_id = '00000000-0000-0000-0000-000000000001' AND i.node = 'a' AND d.action = 'reject'
+		ORDER BY d.decided_at DESC LIMIT 1`).Scan(&want); err != nil {
+		t.Fatalf("the fixture has no rejection at a: %v", err)
+	}
+	store := postgres.NewStore(pool)
+	itr, got, err := store.LGInterruptWithFeedback(ctx, "00000000-0000-0000-ffff-000000000001")
+	if err != nil || itr.Node != "a" || got != want {
+		t.Fatalf("LGInterruptWithFeedback: %+v %q %v, want feedback %q", itr, got, err, want)
+	}
+	if got, err := store.LGLastRejection(ctx, "00000000-0000-0000-0000-000000000001", "a",
+		"00000000-0000-0000-ffff-000000000001"); err != nil || got != want {
+		t.Fatalf("LGLastRejection: %q %v, want %q", got, err, want)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	q := dbsqlc.New(conn)
+	for _, c := range []struct {
+		name, args string
+		run        func() error
+	}{
+		{"LGInterruptWithFeedback", `('00000000-0000-0000-ffff-000000000001')`, func() error {
+			_, err := q.LGInterruptWithFeedback(ctx, uuid.MustParse("00000000-0000-0000-ffff-000000000001"))
+			return err
+		}},
+		{"LGLastRejection", `('00000000-0000-0000-0000-000000000001', 'a', '00000000-0000-0000-ffff-000000000001')`, func() error {
+			_, err := q.LGLastRejection(ctx, dbsqlc.LGLastRejectionParams{TaskID: uuid.MustParse("00000000-0000-0000-0000-000000000001"),
+				Node: "a", InterruptID: uuid.MustParse("00000000-0000-0000-ffff-000000000001")})
+			return err
+		}},
+	} {
+		if err := c.run(); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var stmt string
+		if err := conn.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement LIKE $1`,
+			"%-- name: "+c.name+" %").Scan(&stmt); err != nil {
+			t.Fatalf("%s: prepared statement: %v", c.name, err)
+		}
+		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+			if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := conn.Query(ctx, fmt.Sprintf("EXPLAIN EXECUTE %s%s", pgx.Identifier{stmt}.Sanitize(), c.args))
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan := strings.Join(lines, "\n")
+			if !strings.Contains(plan, "decisions_rejections_idx") || strings.Contains(plan, "Seq Scan") {
+				t.Errorf("%s (%s): the last rejection is not read by decisions_rejections_idx:\n%s", c.name, mode, plan)
+			}
+		}
+	}
+	if _, err := conn.Exec(ctx, "RESET plan_cache_mode"); err != nil {
 		t.Fatal(err)
 	}
 }
