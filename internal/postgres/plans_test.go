@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatehousehq/gatehouse/internal/graph"
@@ -83,24 +84,7 @@ FROM tasks WHERE status = 'waiting';`); err != nil {
 	}
 	for _, c := range cases {
 		c.run()
-		var stmt string
-		if err := conn.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement LIKE $1`,
-			"%-- name: "+c.name+" %").Scan(&stmt); err != nil {
-			t.Fatalf("%s: prepared statement: %v", c.name, err)
-		}
-		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-			if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
-				t.Fatal(err)
-			}
-			rows, err := conn.Query(ctx, fmt.Sprintf("EXPLAIN EXECUTE %s%s", pgx.Identifier{stmt}.Sanitize(), c.args))
-			if err != nil {
-				t.Fatalf("%s: %v", c.name, err)
-			}
-			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil {
-				t.Fatal(err)
-			}
-			plan := strings.Join(lines, "\n")
+		for mode, plan := range explainModes(t, conn, c.name, c.args) {
 			for _, w := range c.want {
 				if !strings.Contains(plan, w) {
 					t.Errorf("%s %s (%s): plan lacks %q:\n%s", c.name, c.args, mode, w, plan)
@@ -113,9 +97,52 @@ FROM tasks WHERE status = 'waiting';`); err != nil {
 			}
 		}
 	}
-	if _, err := conn.Exec(ctx, "RESET plan_cache_mode"); err != nil {
+}
+
+// explainModes returns the custom and the generic plan (by plan_cache_mode)
+// of the sqlc query name, which pgx prepared on q, for the EXECUTE
+// arguments args.
+func explainModes(t *testing.T, q interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, name, args string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	var stmt string
+	if err := q.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement LIKE $1`,
+		"%-- name: "+name+" %").Scan(&stmt); err != nil {
+		t.Fatalf("%s: prepared statement: %v", name, err)
+	}
+	plans := map[string]string{}
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		plans[mode] = explainAs(t, q, mode, fmt.Sprintf("EXECUTE %s%s", pgx.Identifier{stmt}.Sanitize(), args))
+	}
+	if _, err := q.Exec(ctx, "RESET plan_cache_mode"); err != nil {
 		t.Fatal(err)
 	}
+	return plans
+}
+
+// explainAs is the plan of query with plan_cache_mode set to mode.
+func explainAs(t *testing.T, q interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, mode, query string) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := q.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := q.Query(ctx, "EXPLAIN "+query)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // Plain node commits (events and a checkpoint, nothing else) are sent
@@ -194,20 +221,6 @@ SELECT gen_random_uuid(), 'linear', now() + g * interval '1 ms' FROM generate_se
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	explain := func(q interface {
-		Query(context.Context, string, ...any) (pgx.Rows, error)
-	}, stmt, mode string) string {
-		t.Helper()
-		rows, err := q.Query(ctx, fmt.Sprintf("/* %s */ EXPLAIN EXECUTE %s('young', 1, 1)", mode, pgx.Identifier{stmt}.Sanitize()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.Join(lines, "\n")
-	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -220,16 +233,7 @@ SELECT gen_random_uuid(), 'linear', now() + g * interval '1 ms' FROM generate_se
 	if _, err := q.TaskClaim(ctx, dbsqlc.TaskClaimParams{Owner: "young", TtlSeconds: 1, MaxTasks: 1}); err != nil {
 		t.Fatal(err)
 	}
-	var stmt, text string
-	if err := tx.QueryRow(ctx, `SELECT name, statement FROM pg_prepared_statements WHERE statement LIKE $1`,
-		"%-- name: TaskClaim %").Scan(&stmt, &text); err != nil {
-		t.Fatal(err)
-	}
-	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-		if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+mode); err != nil {
-			t.Fatal(err)
-		}
-		plan := explain(tx, stmt, mode)
+	for mode, plan := range explainModes(t, tx, "TaskClaim", "('young', 1, 1)") {
 		if !strings.Contains(plan, "Index Scan using tasks_runnable_idx") {
 			t.Errorf("%s: the claim does not walk tasks_runnable_idx in order:\n%s", mode, plan)
 		}
@@ -239,6 +243,11 @@ SELECT gen_random_uuid(), 'linear', now() + g * interval '1 ms' FROM generate_se
 			}
 		}
 	}
+	var text string
+	if err := tx.QueryRow(ctx, `SELECT statement FROM pg_prepared_statements WHERE statement LIKE $1`,
+		"%-- name: TaskClaim %").Scan(&text); err != nil {
+		t.Fatal(err)
+	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -247,10 +256,7 @@ SELECT gen_random_uuid(), 'linear', now() + g * interval '1 ms' FROM generate_se
 	if _, err := conn.Exec(ctx, "PREPARE young_claim AS "+text); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
-		t.Fatal(err)
-	}
-	if plan := explain(conn, "young_claim", "force_generic_plan"); !strings.Contains(plan, "Bitmap Index Scan on tasks_runnable_idx") {
+	if plan := explainAs(t, conn, "force_generic_plan", "EXECUTE young_claim('young', 1, 1)"); !strings.Contains(plan, "Bitmap Index Scan on tasks_runnable_idx") {
 		t.Errorf("without TxClaimPlans the young table's plan was expected to be a bitmap scan:\n%s", plan)
 	}
 	if _, err := conn.Exec(ctx, "RESET plan_cache_mode; DEALLOCATE young_claim"); err != nil {
@@ -323,30 +329,10 @@ VALUES ('00000000-0000-0000-ffff-000000000001', '00000000-0000-0000-0000-0000000
 		if err := c.run(); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		var stmt string
-		if err := conn.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement LIKE $1`,
-			"%-- name: "+c.name+" %").Scan(&stmt); err != nil {
-			t.Fatalf("%s: prepared statement: %v", c.name, err)
-		}
-		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-			if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
-				t.Fatal(err)
-			}
-			rows, err := conn.Query(ctx, fmt.Sprintf("EXPLAIN EXECUTE %s%s", pgx.Identifier{stmt}.Sanitize(), c.args))
-			if err != nil {
-				t.Fatalf("%s: %v", c.name, err)
-			}
-			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil {
-				t.Fatal(err)
-			}
-			plan := strings.Join(lines, "\n")
+		for mode, plan := range explainModes(t, conn, c.name, c.args) {
 			if !strings.Contains(plan, "decisions_rejections_idx") || strings.Contains(plan, "Seq Scan") {
 				t.Errorf("%s (%s): the last rejection is not read by decisions_rejections_idx:\n%s", c.name, mode, plan)
 			}
 		}
-	}
-	if _, err := conn.Exec(ctx, "RESET plan_cache_mode"); err != nil {
-		t.Fatal(err)
 	}
 }
