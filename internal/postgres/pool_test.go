@@ -1,9 +1,12 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -251,6 +254,67 @@ func TestTimeArgumentsEncodeInPlace(t *testing.T) {
 				}
 			}); n != 0 {
 				t.Errorf("%T: %v allocations per encode", arg, n)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// json and jsonb values scan into a json.RawMessage as PostgreSQL sent
+// them, in binary and in text, with one allocation (the copy), and read the
+// same as with pgx's own plan (json.Unmarshal); NULL is nil.
+func TestRawJSONScansAsSent(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	docs := []string{`{"b": 1, "a": [true, null, "x\"y\\u00e9"]}`, `[]`, `"text"`, `null`, `12.5`, `{"long": "` + strings.Repeat(`é<&>\n`, 300) + `"}`, " \n{\"spaced\": 1}\t "}
+	def := pgtype.NewMap() // pgx's own plans
+	err := pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
+		m := c.Conn().TypeMap()
+		for _, typ := range []string{"jsonb", "json"} {
+			for _, format := range []int16{pgx.BinaryFormatCode, pgx.TextFormatCode} {
+				for _, doc := range append(docs, "") {
+					var got, want json.RawMessage
+					arg := any(doc)
+					if doc == "" {
+						arg = nil // SQL NULL
+					}
+					var raw []byte
+					if err := c.QueryRow(ctx, "SELECT $1::"+typ, pgx.QueryResultFormats{format}, arg).Scan(&got); err != nil {
+						t.Fatalf("%s %d %q: %v", typ, format, doc, err)
+					}
+					rows, err := c.Query(ctx, "SELECT $1::"+typ, pgx.QueryResultFormats{format}, arg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for rows.Next() {
+						raw = append([]byte(nil), rows.RawValues()[0]...)
+					}
+					rows.Close()
+					oid := uint32(pgtype.JSONBOID)
+					if typ == "json" {
+						oid = pgtype.JSONOID
+					}
+					if raw != nil || doc != "" {
+						if err := def.Scan(oid, format, raw, &want); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if !bytes.Equal(got, want) || (doc == "") != (got == nil) {
+						t.Errorf("%s format %d %q: scanned %q, pgx's plan %q", typ, format, doc, got, want)
+					}
+					if raw != nil {
+						if n := testing.AllocsPerRun(50, func() {
+							if err := m.Scan(oid, format, raw, &got); err != nil {
+								t.Fatal(err)
+							}
+						}); n != 1 {
+							t.Errorf("%s format %d %q: %v allocations per scan", typ, format, doc, n)
+						}
+					}
+				}
 			}
 		}
 		return nil
