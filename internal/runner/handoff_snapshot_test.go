@@ -73,7 +73,13 @@ func TestHandoffRunsFromTheDecisionsSnapshot(t *testing.T) {
 	})
 	decide := func(i int, keep bool) int64 {
 		t.Helper()
+		// The one worker is offered once the run before it has returned:
+		// its task's status is committed a little before that.
 		lease, settle := r.Handoff()
+		for deadline := time.Now().Add(5 * time.Second); lease == nil && time.Now().Before(deadline); {
+			time.Sleep(2 * time.Millisecond)
+			lease, settle = r.Handoff()
+		}
 		if lease == nil {
 			t.Fatal("no worker offered")
 		}
