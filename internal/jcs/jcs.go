@@ -18,6 +18,8 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/gatehousehq/gatehouse/internal/jsonobj"
 )
 
 // Canonicalize returns the canonical form of the JSON document data.
@@ -239,110 +241,31 @@ func isASCII(b []byte) bool {
 // decoded as encoding/json decodes it: a lone surrogate escape becomes
 // U+FFFD. Without escapes, the value is data's own bytes.
 func (s *scanner) str() ([]byte, error) {
+	open := s.i
 	s.i++ // "
-	start := s.i
+	escaped := false
 	for s.i < len(s.data) {
 		switch c := s.data[s.i]; {
 		case c == '"':
-			v := s.data[start:s.i:s.i]
 			s.i++
+			if !escaped {
+				return s.data[open+1 : s.i-1 : s.i-1], nil
+			}
+			v, ok := jsonobj.Unquote(s.data[open:s.i])
+			if !ok {
+				return nil, fmt.Errorf("jcs: offset %d: invalid escape in a string", open)
+			}
 			return v, nil
 		case c == '\\':
-			return s.escaped(start)
+			escaped = true
+			s.i += 2 // an escaped quote does not end the string
+			continue
 		case c < 0x20:
 			return nil, s.errorf("control character in a string")
 		}
 		s.i++
 	}
 	return nil, s.errorf("unexpected end of JSON input")
-}
-
-// escaped finishes a string that has escapes, from its first one.
-func (s *scanner) escaped(start int) ([]byte, error) {
-	b := append([]byte(nil), s.data[start:s.i]...)
-	for s.i < len(s.data) {
-		c := s.data[s.i]
-		switch {
-		case c == '"':
-			s.i++
-			return b, nil
-		case c < 0x20:
-			return nil, s.errorf("control character in a string")
-		case c != '\\':
-			j := s.i + 1
-			for j < len(s.data) && s.data[j] != '"' && s.data[j] != '\\' && s.data[j] >= 0x20 {
-				j++
-			}
-			b = append(b, s.data[s.i:j]...)
-			s.i = j
-			continue
-		}
-		if s.i+1 >= len(s.data) {
-			break
-		}
-		e := s.data[s.i+1]
-		s.i += 2
-		switch e {
-		case '"', '\\', '/':
-			b = append(b, e)
-		case 'b':
-			b = append(b, '\b')
-		case 'f':
-			b = append(b, '\f')
-		case 'n':
-			b = append(b, '\n')
-		case 'r':
-			b = append(b, '\r')
-		case 't':
-			b = append(b, '\t')
-		case 'u':
-			r, ok := s.hex4()
-			if !ok {
-				return nil, s.errorf("invalid \\u escape")
-			}
-			if utf16.IsSurrogate(r) {
-				if s.i+1 < len(s.data) && s.data[s.i] == '\\' && s.data[s.i+1] == 'u' {
-					save := s.i
-					s.i += 2
-					if r2, ok := s.hex4(); ok {
-						if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-							b = utf8.AppendRune(b, d)
-							continue
-						}
-					}
-					s.i = save
-				}
-				r = utf8.RuneError
-			}
-			b = utf8.AppendRune(b, r)
-		default:
-			return nil, s.errorf("invalid escape \\%c", e)
-		}
-	}
-	return nil, s.errorf("unexpected end of JSON input")
-}
-
-// hex4 reads the four hex digits of a \u escape.
-func (s *scanner) hex4() (rune, bool) {
-	if s.i+4 > len(s.data) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range s.data[s.i : s.i+4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	s.i += 4
-	return r, true
 }
 
 // number reads the number at s.i (RFC 8259 §6) and appends its canonical
