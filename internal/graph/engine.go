@@ -270,9 +270,8 @@ type execution[S any] struct {
 	// apart: the checkpointer takes large fields apart (FieldCheckpointer).
 	apart bool
 	// pending is the run's first node.started while its commit waits
-	// (deferStart); pendingCommit its commit.
-	pending       *delayed
-	pendingCommit *Commit
+	// (deferStart).
+	pending *deferredStart
 	// touched: when the task's row was last written as running (zero: it
 	// may not say running yet), for Commit.Quiet.
 	touched time.Time
@@ -298,37 +297,27 @@ type touchTimer struct {
 	timer   *time.Timer
 	ticking bool // the timer is armed or its function runs
 	ctx     context.Context
-	id      string
-	fence   int64
 	node    string
 	since   time.Time // when node started; zero: nothing to touch
 	sending bool      // a touch in flight
 	sent    bool      // node's touch was sent
 }
 
-// delayed is work done on a timer's goroutine unless it is stopped first.
-type delayed struct {
+// deferredStart is a start commit waiting for startCommitDelay.
+type deferredStart struct {
+	c     *Commit
 	timer *time.Timer
-	done  chan struct{} // closed once the work returned
+	done  chan struct{} // closed once the timer's commit returned
 	err   error
 }
 
-func after(d time.Duration, work func() error) *delayed {
-	p := &delayed{done: make(chan struct{})}
-	p.timer = time.AfterFunc(d, func() {
-		defer close(p.done)
-		p.err = work()
-	})
-	return p
-}
-
-// stop reports whether the work was stopped before it started; if not,
-// it waits for the work to return.
-func (p *delayed) stop() bool {
-	if p.timer.Stop() {
+// stop reports whether the commit was stopped before it was sent; if
+// not, it waits for the commit to return.
+func (d *deferredStart) stop() bool {
+	if d.timer.Stop() {
 		return true
 	}
-	<-p.done
+	<-d.done
 	return false
 }
 
@@ -704,23 +693,23 @@ func (x *execution[S]) fail(ctx context.Context, c *Commit, node string, iterati
 // checkpoint changed.
 func (x *execution[S]) save(ctx context.Context, c *Commit) error {
 	mayBeQuiet := true
-	if d, dc := x.pending, x.pendingCommit; d != nil {
-		x.pending, x.pendingCommit = nil, nil
+	if d := x.pending; d != nil {
+		x.pending = nil
 		switch {
 		case !d.stop():
 			if d.err != nil {
 				return d.err
 			}
-		case dc.Checkpoint != nil:
+		case d.c.Checkpoint != nil:
 			// Not sent, and a checkpoint of its own (a decision applied):
 			// it goes first in this commit's transaction, its history row
 			// and events before this one's.
-			c.Before = dc
+			c.Before = d.c
 		default:
 			// Not sent: this commit carries the start first, in seq order,
 			// and writes the task row unless the row was written lately
 			// (the claim or the decision that leased the task).
-			c.Events = append(dc.Events, c.Events...)
+			c.Events = append(d.c.Events, c.Events...)
 			mayBeQuiet = x.fresh(x.touchedAtStart)
 		}
 	}
@@ -783,8 +772,12 @@ func (x *execution[S]) deferStart(ctx context.Context, c *Commit) {
 	// Sent alone, it is sent because its node runs long: the row shows it.
 	x.touchedAtStart = x.touched
 	x.seal(c, false)
-	x.pendingCommit = c
-	x.pending = after(x.e.startDelay, func() error { return x.e.commit(ctx, c) })
+	d := &deferredStart{c: c, done: make(chan struct{})}
+	x.pending = d
+	d.timer = time.AfterFunc(x.e.startDelay, func() {
+		defer close(d.done)
+		d.err = x.e.commit(ctx, c)
+	})
 }
 
 // armTouch has the task row brought up to node if it still runs after
@@ -796,7 +789,7 @@ func (x *execution[S]) armTouch(ctx context.Context, node string) {
 	p := &x.touch
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.ctx, p.id, p.fence, p.node, p.since, p.sent = ctx, x.task.ID, x.fence, node, x.e.now(), false
+	p.ctx, p.node, p.since, p.sent = ctx, node, x.e.now(), false
 	switch {
 	case p.timer == nil:
 		p.idle.L = &p.mu
@@ -824,10 +817,11 @@ func (x *execution[S]) touchNow() {
 		return
 	}
 	p.sending, p.sent = true, true
-	ctx, id, fence, node := p.ctx, p.id, p.fence, p.node
+	ctx, node := p.ctx, p.node
 	p.mu.Unlock()
-	if err := x.e.cp.(Toucher).TouchTask(context.WithoutCancel(ctx), id, fence, node); err != nil {
-		x.e.log.Warn("touch task row", "task", id, "node", node, "error", err)
+	// The task and the fence are the run's, set before its first node.
+	if err := x.e.cp.(Toucher).TouchTask(context.WithoutCancel(ctx), x.task.ID, x.fence, node); err != nil {
+		x.e.log.Warn("touch task row", "task", x.task.ID, "node", node, "error", err)
 	}
 	p.mu.Lock()
 	p.sending, p.ticking = false, false
@@ -865,13 +859,13 @@ func (x *execution[S]) stopTouch() {
 // settleStart commits a start still waiting, when the run ends without a
 // commit of its own (cancelled in the node): the node did start.
 func (x *execution[S]) settleStart(ctx context.Context) error {
-	d, dc := x.pending, x.pendingCommit
+	d := x.pending
 	if d == nil {
 		return nil
 	}
-	x.pending, x.pendingCommit = nil, nil
+	x.pending = nil
 	if d.stop() {
-		return x.e.commit(ctx, dc)
+		return x.e.commit(ctx, d.c)
 	}
 	return d.err
 }
