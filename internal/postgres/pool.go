@@ -128,46 +128,50 @@ func registerTimestamptz(m *pgtype.Map) {
 type uuidCodec struct{ pgxuuid.UUIDCodec }
 
 func (c uuidCodec) PlanEncode(m *pgtype.Map, oid uint32, format int16, value any) pgtype.EncodePlan {
-	if format == pgtype.BinaryFormatCode {
-		switch value.(type) {
-		case uuid.UUID:
-			return uuidBinaryPlan{}
-		case *uuid.UUID:
-			return uuidPointerBinaryPlan{}
-		}
+	if p := inPlacePlan(format, value, func(buf []byte, u uuid.UUID) []byte { return append(buf, u[:]...) }); p != nil {
+		return p
 	}
 	return c.UUIDCodec.PlanEncode(m, oid, format, value)
-}
-
-type uuidBinaryPlan struct{}
-
-func (uuidBinaryPlan) Encode(value any, buf []byte) ([]byte, error) {
-	u := value.(uuid.UUID)
-	return append(buf, u[:]...), nil
-}
-
-type uuidPointerBinaryPlan struct{}
-
-func (uuidPointerBinaryPlan) Encode(value any, buf []byte) ([]byte, error) {
-	u := value.(*uuid.UUID)
-	if u == nil {
-		return nil, nil // NULL
-	}
-	return append(buf, u[:]...), nil
 }
 
 type timestamptzCodec struct{ *pgtype.TimestamptzCodec }
 
 func (c timestamptzCodec) PlanEncode(m *pgtype.Map, oid uint32, format int16, value any) pgtype.EncodePlan {
-	if format == pgtype.BinaryFormatCode {
-		switch value.(type) {
-		case time.Time:
-			return timeBinaryPlan{}
-		case *time.Time:
-			return timePointerBinaryPlan{}
-		}
+	if p := inPlacePlan(format, value, appendTimestamptz); p != nil {
+		return p
 	}
 	return c.TimestamptzCodec.PlanEncode(m, oid, format, value)
+}
+
+// inPlacePlan is a binary encode plan that writes a T or a *T (nil: NULL)
+// with put, or nil for any other value or format.
+func inPlacePlan[T any](format int16, value any, put func([]byte, T) []byte) pgtype.EncodePlan {
+	if format != pgtype.BinaryFormatCode {
+		return nil
+	}
+	switch value.(type) {
+	case T:
+		return valuePlan[T]{put}
+	case *T:
+		return pointerPlan[T]{put}
+	}
+	return nil
+}
+
+type valuePlan[T any] struct{ put func([]byte, T) []byte }
+
+func (p valuePlan[T]) Encode(value any, buf []byte) ([]byte, error) {
+	return p.put(buf, value.(T)), nil
+}
+
+type pointerPlan[T any] struct{ put func([]byte, T) []byte }
+
+func (p pointerPlan[T]) Encode(value any, buf []byte) ([]byte, error) {
+	v := value.(*T)
+	if v == nil {
+		return nil, nil // NULL
+	}
+	return p.put(buf, *v), nil
 }
 
 // microsecFromUnixEpochToY2K: PostgreSQL counts from 2000-01-01 UTC.
@@ -178,20 +182,4 @@ const microsecFromUnixEpochToY2K = 946684800 * 1000000
 func appendTimestamptz(buf []byte, t time.Time) []byte {
 	us := t.Unix()*1000000 + int64(t.Nanosecond())/1000 - microsecFromUnixEpochToY2K
 	return binary.BigEndian.AppendUint64(buf, uint64(us))
-}
-
-type timeBinaryPlan struct{}
-
-func (timeBinaryPlan) Encode(value any, buf []byte) ([]byte, error) {
-	return appendTimestamptz(buf, value.(time.Time)), nil
-}
-
-type timePointerBinaryPlan struct{}
-
-func (timePointerBinaryPlan) Encode(value any, buf []byte) ([]byte, error) {
-	t := value.(*time.Time)
-	if t == nil {
-		return nil, nil // NULL
-	}
-	return appendTimestamptz(buf, *t), nil
 }
