@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
-	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
 )
 
 // fenceOnCheckpointVersion is the migration that copies each task's fence
@@ -19,15 +16,10 @@ const fenceOnCheckpointVersion = 101
 // every task is claimed again and resumes on its decision through quiet
 // commits checked against that copy.
 func TestMigrationFenceOnCheckpointResumesWaitingTasks(t *testing.T) {
-	pool := pgtest.NewPool(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	wfs := scriptedWorkflows(t)
+	r := newMigrationRig(t)
+	ctx, pool := r.ctx, r.pool
 	store := postgres.NewStore(pool)
-	e, err := graph.NewEngine(store, wfs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := r.engine(t, store)
 	claim := func(id string) int64 {
 		t.Helper()
 		claims, err := store.ClaimTask(ctx, "replica-a", id, time.Minute)
@@ -38,14 +30,8 @@ func TestMigrationFenceOnCheckpointResumesWaitingTasks(t *testing.T) {
 	}
 	tasks := runToGates(ctx, t, e, gateTasks(t), claim)
 
-	for appliedVersion(ctx, t, pool) >= fenceOnCheckpointVersion {
-		if err := postgres.MigrateDown(ctx, pool); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
+	r.migrateBelow(t, fenceOnCheckpointVersion)
+	r.migrateUp(t)
 	for _, w := range tasks {
 		var onTask, onCheckpoint int64
 		if err := pool.QueryRow(ctx, `SELECT t.lease_fence, c.lease_fence FROM tasks t
@@ -56,9 +42,7 @@ func TestMigrationFenceOnCheckpointResumesWaitingTasks(t *testing.T) {
 			t.Errorf("task %s: fence %d, its checkpoint's copy %d after migrating up", w.id, onTask, onCheckpoint)
 		}
 	}
-	if e, err = graph.NewEngine(store, wfs); err != nil {
-		t.Fatal(err)
-	}
+	e = r.engine(t, store)
 	for _, w := range tasks {
 		decideAndRun(ctx, t, e, w, claim)
 	}

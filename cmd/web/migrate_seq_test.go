@@ -1,13 +1,9 @@
 package main
 
 import (
-	"context"
 	"testing"
-	"time"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
-	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
 )
 
 // seqOnCheckpointVersion is the migration that moved the per-task event
@@ -18,14 +14,9 @@ const seqOnCheckpointVersion = 100
 // holds its last event's seq again; up, the checkpoint row does; then every
 // task resumes on its decision, and its events stay gap-free.
 func TestMigrationEventSeqResumesWaitingTasks(t *testing.T) {
-	pool := pgtest.NewPool(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	wfs := scriptedWorkflows(t)
-	e, err := graph.NewEngine(postgres.NewStore(pool), wfs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newMigrationRig(t)
+	ctx, pool := r.ctx, r.pool
+	e := r.engine(t, postgres.NewStore(pool))
 	tasks := runToGates(ctx, t, e, gateTasks(t), nil)
 	lastSeq := func(id string) (n int64) {
 		if err := pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM task_events WHERE task_id = $1`, id).Scan(&n); err != nil {
@@ -34,11 +25,7 @@ func TestMigrationEventSeqResumesWaitingTasks(t *testing.T) {
 		return n
 	}
 
-	for appliedVersion(ctx, t, pool) >= seqOnCheckpointVersion {
-		if err := postgres.MigrateDown(ctx, pool); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.migrateBelow(t, seqOnCheckpointVersion)
 	for _, w := range tasks {
 		var seq int64
 		if err := pool.QueryRow(ctx, `SELECT event_seq FROM tasks WHERE id = $1`, w.id).Scan(&seq); err != nil {
@@ -48,12 +35,8 @@ func TestMigrationEventSeqResumesWaitingTasks(t *testing.T) {
 			t.Errorf("task %s: event_seq %d on its row after migrating down, want %d", w.id, seq, lastSeq(w.id))
 		}
 	}
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	if e, err = graph.NewEngine(postgres.NewStore(pool), wfs); err != nil {
-		t.Fatal(err)
-	}
+	r.migrateUp(t)
+	e = r.engine(t, postgres.NewStore(pool))
 	for _, w := range tasks {
 		decideAndRun(ctx, t, e, w, nil)
 		var n, seq int64

@@ -28,15 +28,10 @@ const stateBlobsVersion = 50
 // again; every task then resumes on its decision and reaches its next
 // wait or its end, and the checkpoints it writes store large fields apart.
 func TestMigrationStateBlobsResumesWaitingTasks(t *testing.T) {
-	pool := pgtest.NewPool(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	wfs := scriptedWorkflows(t)
+	r := newMigrationRig(t)
+	ctx, pool := r.ctx, r.pool
 	store := postgres.NewStore(pool)
-	e, err := graph.NewEngine(store, wfs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := r.engine(t, store)
 
 	// A long text makes the fields that carry it large (> 2 KB).
 	long := strings.Repeat("The reviewer must see every requirement of this feature spelled out. ", 60)
@@ -69,11 +64,7 @@ func TestMigrationStateBlobsResumesWaitingTasks(t *testing.T) {
 	}
 
 	// Back to the schema before 00050: the rows hold whole states.
-	for appliedVersion(ctx, t, pool) >= stateBlobsVersion {
-		if err := postgres.MigrateDown(ctx, pool); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.migrateBelow(t, stateBlobsVersion)
 	var cols int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
 		WHERE column_name = 'state_refs' OR table_name = 'state_blobs'`).Scan(&cols); err != nil {
@@ -92,13 +83,8 @@ func TestMigrationStateBlobsResumesWaitingTasks(t *testing.T) {
 		}
 	}
 
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	store = postgres.NewStore(pool)
-	if e, err = graph.NewEngine(store, wfs); err != nil {
-		t.Fatal(err)
-	}
+	r.migrateUp(t)
+	e = r.engine(t, postgres.NewStore(pool))
 	for _, w := range tasks {
 		decideAndRun(ctx, t, e, w, nil)
 	}
@@ -202,10 +188,53 @@ func sameJSON(t *testing.T, a, b json.RawMessage) bool {
 	return fmt.Sprint(x) == fmt.Sprint(y)
 }
 
-// appliedVersion is the newest migration applied.
-func appliedVersion(ctx context.Context, t *testing.T, pool *pgxpool.Pool) int64 {
+// migrationRig is where the migration tests start: a database at the
+// newest schema and the product's workflows on the scripted LLM.
+type migrationRig struct {
+	ctx  context.Context
+	pool *pgxpool.Pool
+	wfs  []graph.Workflow
+}
+
+func newMigrationRig(t *testing.T) *migrationRig {
 	t.Helper()
-	ms, err := postgres.Migrations(ctx, pool)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return &migrationRig{ctx: ctx, pool: pgtest.NewPool(t), wfs: scriptedWorkflows(t)}
+}
+
+// engine is an engine of the rig's workflows over store.
+func (r *migrationRig) engine(t *testing.T, store *postgres.Store) *graph.Engine {
+	t.Helper()
+	e, err := graph.NewEngine(store, r.wfs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// migrateBelow migrates down until version is no longer applied.
+func (r *migrationRig) migrateBelow(t *testing.T, version int64) {
+	t.Helper()
+	for r.appliedVersion(t) >= version {
+		if err := postgres.MigrateDown(r.ctx, r.pool); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// migrateUp applies every migration.
+func (r *migrationRig) migrateUp(t *testing.T) {
+	t.Helper()
+	if err := postgres.Migrate(r.ctx, r.pool); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// appliedVersion is the newest migration applied.
+func (r *migrationRig) appliedVersion(t *testing.T) int64 {
+	t.Helper()
+	ms, err := postgres.Migrations(r.ctx, r.pool)
 	if err != nil {
 		t.Fatal(err)
 	}
