@@ -16,7 +16,6 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/graph/graphtest"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
-	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
 )
 
 // A decision applied while its node runs is held back and written in the
@@ -24,13 +23,10 @@ import (
 // history under its own step and reason, the decision's events first.
 func TestDecisionCommitMergedIntoItsNodesCommit(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
-	store := postgres.NewStore(pool)
+	bd := setup(t)
+	pool := bd.pool
 	// No node here outlasts the delay: every decision is merged.
-	e, err := graph.NewEngine(store, []graph.Workflow{graphtest.GateCycle()}, graph.WithStartCommitDelay(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := bd.engineOn(t, []graph.Workflow{graphtest.GateCycle()}, graph.WithStartCommitDelay(time.Hour))
 	ctx := context.Background()
 	task, itr := graphtest.RunToGate(t, e)
 	for _, action := range []string{graph.ActionReject, graph.ActionApprove} {
@@ -104,12 +100,9 @@ func TestDecisionCommitMergedIntoItsNodesCommit(t *testing.T) {
 // A merged commit whose fence is stale writes nothing, neither part.
 func TestMergedCommitWithALostLeaseWritesNothing(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
-	store := postgres.NewStore(pool)
-	e, err := graph.NewEngine(store, []graph.Workflow{graphtest.GateCycle()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	bd := setup(t)
+	pool, store := bd.pool, bd.store
+	e := bd.engineOn(t, []graph.Workflow{graphtest.GateCycle()})
 	ctx := context.Background()
 	task, _ := graphtest.RunToGate(t, e)
 	snap, err := store.Load(ctx, task.ID)
@@ -188,12 +181,9 @@ func TestHeldBackDecisionIsRedoneAfterTheWorkerIsLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := pgtest.NewPool(t)
-	store := postgres.NewStore(pool)
-	e, err := graph.NewEngine(store, []graph.Workflow{g}, graph.WithStartCommitDelay(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
+	bd := setup(t)
+	pool, store := bd.pool, bd.store
+	e := bd.engineOn(t, []graph.Workflow{g}, graph.WithStartCommitDelay(time.Hour))
 	ctx := context.Background()
 	task, err := e.Create(ctx, graph.NewTask{Workflow: "held", Options: []byte(`{"gates":{}}`)})
 	if err != nil {
@@ -271,8 +261,8 @@ func TestHeldBackDecisionIsRedoneAfterTheWorkerIsLost(t *testing.T) {
 // says queued) writes it with its first commit.
 func TestQuietCommitsLeaveTheTaskRow(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
-	store := postgres.NewStore(pool)
+	bd := setup(t)
+	pool, store := bd.pool, bd.store
 	ctx := context.Background()
 	var mu sync.Mutex
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
@@ -303,10 +293,7 @@ func TestQuietCommitsLeaveTheTaskRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := graph.NewEngine(store, []graph.Workflow{g}, graph.WithClock(clock), graph.WithStartCommitDelay(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := bd.engineOn(t, []graph.Workflow{g}, graph.WithClock(clock), graph.WithStartCommitDelay(time.Hour))
 	var fence int64
 	id, fence = createClaimed(t, e, store, "quiet")
 	out, err := e.Run(ctx, id, fence)
@@ -354,8 +341,8 @@ func TestQuietCommitsLeaveTheTaskRow(t *testing.T) {
 // slow node after it (the timer armed again).
 func TestLongNodeTouchesTheTaskRow(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
-	store := postgres.NewStore(pool)
+	bd := setup(t)
+	pool, store := bd.pool, bd.store
 	ctx := context.Background()
 	type st struct{ N int }
 	var id string
@@ -384,10 +371,7 @@ func TestLongNodeTouchesTheTaskRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := graph.NewEngine(store, []graph.Workflow{g}, graph.WithStartCommitDelay(5*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := bd.engineOn(t, []graph.Workflow{g}, graph.WithStartCommitDelay(5*time.Millisecond))
 	var fence int64
 	id, fence = createClaimed(t, e, store, "touch")
 	if out, err := e.Run(ctx, id, fence); err != nil || out.Status != graph.StatusSucceeded {
@@ -424,13 +408,10 @@ func createClaimed(t *testing.T, e *graph.Engine, store *postgres.Store, workflo
 // writes nothing. Locked the other way round, the two deadlocked.
 func TestMergedQuietCommitLocksTheTaskRowFirst(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
-	store := postgres.NewStore(pool)
+	bd := setup(t)
+	pool, store := bd.pool, bd.store
 	ctx := context.Background()
-	e, err := graph.NewEngine(store, []graph.Workflow{graphtest.Linear(3)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := bd.engineOn(t, []graph.Workflow{graphtest.Linear(3)})
 	id, fence := createClaimed(t, e, store, "linear")
 	snap, err := store.Load(ctx, id)
 	if err != nil {
@@ -509,13 +490,10 @@ func TestMergedQuietCommitLocksTheTaskRowFirst(t *testing.T) {
 // instead of both waiting for each other.
 func TestClaimLetsForeignKeyChecksThrough(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
-	store := postgres.NewStore(pool)
+	bd := setup(t)
+	pool, store := bd.pool, bd.store
 	ctx := context.Background()
-	e, err := graph.NewEngine(store, []graph.Workflow{graphtest.Linear(3)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := bd.engineOn(t, []graph.Workflow{graphtest.Linear(3)})
 	id, _ := createClaimed(t, e, store, "linear")
 	if _, err := pool.Exec(ctx, `UPDATE tasks SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, id); err != nil {
 		t.Fatal(err)

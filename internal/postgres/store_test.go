@@ -84,6 +84,16 @@ func (b bundle) engine(t testing.TB) *graph.Engine {
 	return e
 }
 
+// engineOn is an engine of wfs over the bundle's store.
+func (b bundle) engineOn(t testing.TB, wfs []graph.Workflow, opts ...graph.EngineOption) *graph.Engine {
+	t.Helper()
+	e, err := graph.NewEngine(b.store, wfs, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 func (b bundle) count(t testing.TB, table string) int {
 	t.Helper()
 	var n int
