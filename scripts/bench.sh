@@ -51,6 +51,7 @@ END {
 	fig["BenchmarkPresence|leave_p99_ms"] = "BENCH presence_leave_p99"
 	fig["BenchmarkPGStepVsFloor|us/step"] = "BENCH pg_step"
 	fig["BenchmarkPGStepVsFloor|floor_us/op"] = "BENCH floor_upsert"
+	fig["BenchmarkPGStoreStepVsFloor|us/step"] = "BENCH pg_store_step"
 	fig["BenchmarkPGForkVsStep|us/fork"] = "BENCH pg_fork"
 	fig["BenchmarkPGForkVsStep|us/step"] = "BENCH pg_fork_baseline_step"
 	fig["BenchmarkPGGateCycle|us/cycle"] = "BENCH pg_gate_cycle"
@@ -153,6 +154,10 @@ END {
 	}
 	if ("BenchmarkPGStepVsFloor|ratio" in vals)
 		printf "RATIO pg_step_vs_floor: %.2f\n", median("BenchmarkPGStepVsFloor|ratio")
+	# the load and commits of the same run, sent by the store alone without the
+	# engine: pg_step_vs_floor less this is the share of the engine
+	if ("BenchmarkPGStoreStepVsFloor|ratio" in vals)
+		printf "RATIO pg_store_step_vs_floor: %.2f\n", median("BenchmarkPGStoreStepVsFloor|ratio")
 	# a fork in node steps of the same run (target: at most 2)
 	if ("BenchmarkPGForkVsStep|fork_steps" in vals)
 		printf "RATIO fork_vs_node_step: %.2f\n", median("BenchmarkPGForkVsStep|fork_steps")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -102,27 +103,45 @@ func BenchmarkPGGateCycle(b *testing.B) {
 // of a jsonb state of the same size as the 10-node graph's, on one
 // connection.
 func BenchmarkFloorUpsert(b *testing.B) {
-	pool := pgtest.NewPool(b)
+	floor := newFloor(b, pgtest.NewPool(b))
+	b.ResetTimer()
+	for b.Loop() {
+		floor.upsert(b, 1)
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "us/op")
+	b.ReportMetric(float64(len(floor.state)), "state_bytes")
+}
+
+// floor is BenchmarkFloorUpsert's table and connection.
+type floor struct {
+	conn  *pgxpool.Conn
+	id    uuid.UUID
+	state json.RawMessage
+}
+
+func newFloor(b *testing.B, pool *pgxpool.Pool) *floor {
 	ctx := context.Background()
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer conn.Release()
+	b.Cleanup(conn.Release)
 	if _, err := conn.Exec(ctx, `CREATE TABLE floor_state (id uuid PRIMARY KEY, state jsonb NOT NULL, updated_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 		b.Fatal(err)
 	}
-	state := midRunState(b)
-	id := uuid.New()
-	b.ResetTimer()
-	for b.Loop() {
-		if _, err := conn.Exec(ctx, `INSERT INTO floor_state (id, state) VALUES ($1, $2)
-			ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, updated_at = now()`, id, state); err != nil {
+	return &floor{conn: conn, id: uuid.New(), state: midRunState(b)}
+}
+
+// upsert runs n floor upserts and returns how long they took.
+func (f *floor) upsert(b *testing.B, n int) time.Duration {
+	start := time.Now()
+	for range n {
+		if _, err := f.conn.Exec(context.Background(), `INSERT INTO floor_state (id, state) VALUES ($1, $2)
+			ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, updated_at = now()`, f.id, f.state); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "us/op")
-	b.ReportMetric(float64(len(state)), "state_bytes")
+	return time.Since(start)
 }
 
 // midRunState is the linear graph's state halfway through, as JSON.
@@ -152,15 +171,7 @@ func BenchmarkPGStepVsFloor(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, `CREATE TABLE floor_state (id uuid PRIMARY KEY, state jsonb NOT NULL, updated_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-		b.Fatal(err)
-	}
-	state, id := midRunState(b), uuid.New()
+	floor := newFloor(b, pool)
 	var stepTime, floorTime time.Duration
 	for b.Loop() {
 		t, err := e.Create(ctx, graph.NewTask{Workflow: "linear"})
@@ -172,19 +183,96 @@ func BenchmarkPGStepVsFloor(b *testing.B) {
 			b.Fatalf("%+v %v", out, err)
 		}
 		stepTime += time.Since(start)
-		start = time.Now()
-		for range benchNodes {
-			if _, err := conn.Exec(ctx, `INSERT INTO floor_state (id, state) VALUES ($1, $2)
-				ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, updated_at = now()`, id, state); err != nil {
-				b.Fatal(err)
-			}
-		}
-		floorTime += time.Since(start)
+		floorTime += floor.upsert(b, benchNodes)
 	}
+	reportVsFloor(b, stepTime, floorTime)
+}
+
+func reportVsFloor(b *testing.B, stepTime, floorTime time.Duration) {
 	steps := float64(b.N * benchNodes)
 	b.ReportMetric(float64(stepTime.Microseconds())/steps, "us/step")
 	b.ReportMetric(float64(floorTime.Microseconds())/steps, "floor_us/op")
 	b.ReportMetric(float64(stepTime)/float64(floorTime), "ratio")
+}
+
+// BenchmarkPGStoreStepVsFloor is BenchmarkPGStepVsFloor without the
+// engine: the store's load and commits of a 10-node run, recorded from one
+// run of the engine and sent again for each new task, against the same
+// floor. What it measures is what PostgreSQL and the store cost a step;
+// BenchmarkPGStepVsFloor's figure less this one is the engine's share.
+func BenchmarkPGStoreStepVsFloor(b *testing.B) {
+	pool := pgtest.NewPool(b)
+	st := newStore(b, pool)
+	rec := &commitRecorder{Store: st}
+	e, err := graph.NewEngine(rec, []graph.Workflow{graphtest.Linear(benchNodes)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	t, err := e.Create(ctx, graph.NewTask{Workflow: "linear"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec.on = true // the run's commits, not the create's
+	if out, err := e.Run(ctx, t.ID, 0); err != nil || out.Status != graph.StatusSucceeded {
+		b.Fatalf("%+v %v", out, err)
+	}
+	rec.on = false
+	if len(rec.commits) != benchNodes {
+		b.Fatalf("recorded %d commits of a %d-node run", len(rec.commits), benchNodes)
+	}
+	floor := newFloor(b, pool)
+	var stepTime, floorTime time.Duration
+	for b.Loop() {
+		t, err := e.Create(ctx, graph.NewTask{Workflow: "linear"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := st.LoadRun(ctx, t.ID); err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range rec.commits {
+			if err := st.Commit(ctx, replay(c, t.ID)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		stepTime += time.Since(start)
+		floorTime += floor.upsert(b, benchNodes)
+	}
+	reportVsFloor(b, stepTime, floorTime)
+}
+
+// commitRecorder keeps a copy of every commit its Store makes while on.
+type commitRecorder struct {
+	*postgres.Store
+	on      bool
+	commits []*graph.Commit
+}
+
+func (r *commitRecorder) Commit(ctx context.Context, c *graph.Commit) error {
+	if r.on {
+		r.commits = append(r.commits, replay(c, c.TaskID))
+	}
+	return r.Store.Commit(ctx, c)
+}
+
+// replay is a copy of c for task id, as the store takes it (the store sets
+// its events' seqs).
+func replay(c *graph.Commit, id string) *graph.Commit {
+	if c == nil {
+		return nil
+	}
+	x := *c
+	x.TaskID = id
+	x.Events = slices.Clone(c.Events)
+	if c.Checkpoint != nil {
+		cp := *c.Checkpoint
+		cp.TaskID = id
+		x.Checkpoint = &cp
+	}
+	x.Before = replay(c.Before, id)
+	return &x
 }
 
 // newStore is a Store as serve runs it: announcements sent by the
