@@ -170,29 +170,40 @@ func BenchmarkPGStepVsFloor(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
+	loopVsFloor(b, pool, e, func(id string) { runToEnd(b, e, id) })
+}
+
+// loopVsFloor creates a linear task on e, times run on it, then ten floor
+// upserts, until b is done, and reports the time per step and its ratio.
+func loopVsFloor(b *testing.B, pool *pgxpool.Pool, e *graph.Engine, run func(id string)) {
 	floor := newFloor(b, pool)
 	var stepTime, floorTime time.Duration
 	for b.Loop() {
-		t, err := e.Create(ctx, graph.NewTask{Workflow: "linear"})
-		if err != nil {
-			b.Fatal(err)
-		}
+		id := createLinear(b, e)
 		start := time.Now()
-		if out, err := e.Run(ctx, t.ID, 0); err != nil || out.Status != graph.StatusSucceeded {
-			b.Fatalf("%+v %v", out, err)
-		}
+		run(id)
 		stepTime += time.Since(start)
 		floorTime += floor.upsert(b, benchNodes)
 	}
-	reportVsFloor(b, stepTime, floorTime)
-}
-
-func reportVsFloor(b *testing.B, stepTime, floorTime time.Duration) {
 	steps := float64(b.N * benchNodes)
 	b.ReportMetric(float64(stepTime.Microseconds())/steps, "us/step")
 	b.ReportMetric(float64(floorTime.Microseconds())/steps, "floor_us/op")
 	b.ReportMetric(float64(stepTime)/float64(floorTime), "ratio")
+}
+
+func createLinear(b *testing.B, e *graph.Engine) string {
+	t, err := e.Create(context.Background(), graph.NewTask{Workflow: "linear"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return t.ID
+}
+
+// runToEnd runs task id on e, which must succeed.
+func runToEnd(b *testing.B, e *graph.Engine, id string) {
+	if out, err := e.Run(context.Background(), id, 0); err != nil || out.Status != graph.StatusSucceeded {
+		b.Fatalf("%+v %v", out, err)
+	}
 }
 
 // BenchmarkPGStoreStepVsFloor is BenchmarkPGStepVsFloor without the
@@ -208,39 +219,24 @@ func BenchmarkPGStoreStepVsFloor(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
-	t, err := e.Create(ctx, graph.NewTask{Workflow: "linear"})
-	if err != nil {
-		b.Fatal(err)
-	}
+	id := createLinear(b, e)
 	rec.on = true // the run's commits, not the create's
-	if out, err := e.Run(ctx, t.ID, 0); err != nil || out.Status != graph.StatusSucceeded {
-		b.Fatalf("%+v %v", out, err)
-	}
+	runToEnd(b, e, id)
 	rec.on = false
 	if len(rec.commits) != benchNodes {
 		b.Fatalf("recorded %d commits of a %d-node run", len(rec.commits), benchNodes)
 	}
-	floor := newFloor(b, pool)
-	var stepTime, floorTime time.Duration
-	for b.Loop() {
-		t, err := e.Create(ctx, graph.NewTask{Workflow: "linear"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		start := time.Now()
-		if _, err := st.LoadRun(ctx, t.ID); err != nil {
+	ctx := context.Background()
+	loopVsFloor(b, pool, e, func(id string) {
+		if _, err := st.LoadRun(ctx, id); err != nil {
 			b.Fatal(err)
 		}
 		for _, c := range rec.commits {
-			if err := st.Commit(ctx, replay(c, t.ID)); err != nil {
+			if err := st.Commit(ctx, replay(c, id)); err != nil {
 				b.Fatal(err)
 			}
 		}
-		stepTime += time.Since(start)
-		floorTime += floor.upsert(b, benchNodes)
-	}
-	reportVsFloor(b, stepTime, floorTime)
+	})
 }
 
 // commitRecorder keeps a copy of every commit its Store makes while on.

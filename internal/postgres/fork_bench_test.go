@@ -25,17 +25,12 @@ func BenchmarkPGForkVsStep(b *testing.B) {
 	ctx := context.Background()
 	var stepTime, forkTime time.Duration
 	for b.Loop() {
-		t, err := e.Create(ctx, graph.NewTask{Workflow: "linear"})
-		if err != nil {
-			b.Fatal(err)
-		}
+		id := createLinear(b, e)
 		start := time.Now()
-		if out, err := e.Run(ctx, t.ID, 0); err != nil || out.Status != graph.StatusSucceeded {
-			b.Fatalf("%+v %v", out, err)
-		}
+		runToEnd(b, e, id)
 		stepTime += time.Since(start)
 		start = time.Now()
-		if _, err := e.Fork(ctx, graph.ForkRequest{TaskID: t.ID, Step: benchNodes / 2}); err != nil {
+		if _, err := e.Fork(ctx, graph.ForkRequest{TaskID: id, Step: benchNodes / 2}); err != nil {
 			b.Fatal(err)
 		}
 		forkTime += time.Since(start)
