@@ -40,7 +40,7 @@ func asyncBatch(ctx context.Context, generic bool) *pgx.Batch {
 
 // Claim leases up to max runnable tasks to owner for ttl: queued tasks and
 // running tasks whose lease expired. Concurrent claimers never get the same
-// task (FOR UPDATE SKIP LOCKED).
+// task (FOR NO KEY UPDATE SKIP LOCKED).
 //
 // The claim commits without waiting for its WAL flush: a claim lost in a
 // database crash leaves the task runnable (its old fence), and the worker
