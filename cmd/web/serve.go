@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/config"
-	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/live"
 	"github.com/gatehousehq/gatehouse/internal/llm"
 	"github.com/gatehousehq/gatehouse/internal/llm/ollama"

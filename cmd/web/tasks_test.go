@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehousehq/gatehouse/graph"
+	"github.com/gatehousehq/gatehouse/graph/graphtest"
 	"github.com/gatehousehq/gatehouse/internal/config"
-	"github.com/gatehousehq/gatehouse/internal/graph"
-	"github.com/gatehousehq/gatehouse/internal/graph/graphtest"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 )
 

@@ -15,7 +15,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 )
 
 // Role is what a principal may do. Roles are cumulative: each allows what

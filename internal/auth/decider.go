@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 )
 
 // DecisionEngine records decisions (graph.Engine).

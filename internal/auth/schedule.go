@@ -3,7 +3,7 @@ package auth
 import (
 	"time"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 )
 
 // Schedule sets a newly raised interrupt's deadline and timers from the

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 )
 
 // humanInterrupt is Agent Inbox's HumanInterrupt.

@@ -14,8 +14,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
-	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 )
 

@@ -3,7 +3,7 @@ package live
 import (
 	"context"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 )
 
 const pageSize = 500

@@ -17,7 +17,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 )
 
 // Event types of deliveries (the webhook "type").

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 )
 
 // Slack posts raised interrupts to a Slack incoming webhook as Block Kit

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/notify"
 	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
 )

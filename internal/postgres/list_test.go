@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
-	"github.com/gatehousehq/gatehouse/internal/graph/graphtest"
+	"github.com/gatehousehq/gatehouse/graph"
+	"github.com/gatehousehq/gatehouse/graph/graphtest"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
 )

@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
-	"github.com/gatehousehq/gatehouse/internal/graph/graphtest"
+	"github.com/gatehousehq/gatehouse/graph"
+	"github.com/gatehousehq/gatehouse/graph/graphtest"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
 )

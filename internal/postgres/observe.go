@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 )
 
 // AddSink makes the store publish to sink the events it commits on its

@@ -22,7 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/jcs"
 	"github.com/gatehousehq/gatehouse/internal/notify"
 	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"

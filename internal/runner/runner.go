@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 )
 

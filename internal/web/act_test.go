@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
-	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/notify"
 	"github.com/gatehousehq/gatehouse/internal/notify/email"
 	"github.com/gatehousehq/gatehouse/internal/notify/notifytest"

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 )
 
 // analyticsKinds decodes a report's kinds by name.

@@ -22,8 +22,8 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
-	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/langgraph"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
 	"github.com/gatehousehq/gatehouse/static"

@@ -24,7 +24,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 )
 
 // Benchmarks of the desk's targets (issue 4): server render of the

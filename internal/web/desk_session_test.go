@@ -15,8 +15,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/gorilla/websocket"
 
+	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
-	"github.com/gatehousehq/gatehouse/internal/graph"
 )
 
 // restartWith restarts the env's server on its address with tweak applied

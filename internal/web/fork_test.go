@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehousehq/gatehouse/graph"
+	"github.com/gatehousehq/gatehouse/graph/graphtest"
 	"github.com/gatehousehq/gatehouse/internal/auth"
-	"github.com/gatehousehq/gatehouse/internal/graph"
-	"github.com/gatehousehq/gatehouse/internal/graph/graphtest"
 )
 
 // taskRows is every row of one task in every table, as JSON text: what

@@ -17,7 +17,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/views"
 )
 

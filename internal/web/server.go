@@ -20,8 +20,8 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
 
+	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
-	"github.com/gatehousehq/gatehouse/internal/graph"
 	"github.com/gatehousehq/gatehouse/internal/langgraph"
 	"github.com/gatehousehq/gatehouse/internal/live"
 	"github.com/gatehousehq/gatehouse/internal/postgres"

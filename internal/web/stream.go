@@ -10,8 +10,8 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
 
+	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
-	"github.com/gatehousehq/gatehouse/internal/graph"
 )
 
 // streamBuffer is how many rendered events wait for the socket. When it is

@@ -14,7 +14,7 @@ import (
 
 	"github.com/wneessen/go-mail"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/notify"
 	"github.com/gatehousehq/gatehouse/internal/textdiff"
 	"github.com/gatehousehq/gatehouse/views"

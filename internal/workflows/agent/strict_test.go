@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/workflows/agent"
 )
 

@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
 )

@@ -3,7 +3,7 @@ package feature
 import (
 	"context"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/llm"
 )
 

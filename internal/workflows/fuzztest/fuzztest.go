@@ -21,7 +21,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 )
 
 type schema struct {

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/workflows/agent/agenttest"
 	"github.com/gatehousehq/gatehouse/internal/workflows/pm"
 )

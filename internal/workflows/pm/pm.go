@@ -38,7 +38,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/llm"
 	"github.com/gatehousehq/gatehouse/internal/workflows/agent"
 )

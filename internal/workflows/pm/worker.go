@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/llm"
 	"github.com/gatehousehq/gatehouse/internal/workflows/agent"
 )

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/workflows/agent/agenttest"
 	"github.com/gatehousehq/gatehouse/internal/workflows/sdd"
 )

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
+	"github.com/gatehousehq/gatehouse/graph"
 )
 
 // st is the small state of the generic test graphs.

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
-	"github.com/gatehousehq/gatehouse/internal/graph/graphtest"
+	"github.com/gatehousehq/gatehouse/graph"
+	"github.com/gatehousehq/gatehouse/graph/graphtest"
 )
 
 func TestDefinitionVersion(t *testing.T) {

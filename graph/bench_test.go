@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/gatehousehq/gatehouse/internal/graph"
-	"github.com/gatehousehq/gatehouse/internal/graph/graphtest"
+	"github.com/gatehousehq/gatehouse/graph"
+	"github.com/gatehousehq/gatehouse/graph/graphtest"
 )
 
 // BenchmarkMemStep runs the 10-node linear graph on the in-memory
