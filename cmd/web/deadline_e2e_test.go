@@ -241,7 +241,7 @@ func TestE2EKillNineBeforeDeadline(t *testing.T) {
 func TestE2EPolicyFileErrorsExitTwo(t *testing.T) {
 	t.Parallel()
 	cases := []struct{ text, want string }{
-		{"kinds:\n  deploy: {deadline: 1h}\n", ":2: kinds.deploy: unknown interrupt kind"},
+		{"kinds:\n  Deploy: {deadline: 1h}\n", ":2: kinds.Deploy: a kind is a lower-case letter"},
 		{"kinds:\n  prd:\n    deciders: [group:ops]\n", ":3: kinds.prd.deciders: group:ops is not defined under groups"},
 		{"kinds:\n  prd:\n    deadline: -1h\n", ":3: kinds.prd.deadline: -1h is shorter than the minimum of 1s"},
 		{"kinds:\n  prd:\n    deadline: 1h\n    on_timeout: fial\n", ":4: kinds.prd.on_timeout: want fail, approve, cancel or none"},

@@ -3,6 +3,7 @@ package auth
 import (
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -26,9 +27,21 @@ type Policy struct {
 	source string
 }
 
-// KnownKinds are the interrupt kinds of SPEC §7 that the workflows raise;
-// a policy file naming another kind is refused.
+// KnownKinds are the interrupt kinds of SPEC §7 that the built-in
+// workflows raise. A policy file may name any other kind of KindName's
+// form too (SPEC §16): approval requests and embedded workflows' gates
+// raise kinds of their own.
 var KnownKinds = []string{"merge", "plan", "prd", "question", "review", "sdd"}
+
+// kindNameRe is the form of an interrupt kind (SPEC §16).
+var kindNameRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,39}$`)
+
+// ValidKind reports whether kind has the form of an interrupt kind:
+// a lower-case letter, then up to 39 lower-case letters, digits or '_'.
+func ValidKind(kind string) bool { return kindNameRe.MatchString(kind) }
+
+// KindProblem says what is wrong with a kind name, for error messages.
+const KindProblem = "a kind is a lower-case letter, then up to 39 lower-case letters, digits or '_'"
 
 // On-timeout actions of SPEC §11.
 const (

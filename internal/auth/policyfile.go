@@ -154,8 +154,8 @@ func ParsePolicy(name string, data []byte) (*filePolicy, error) {
 	})
 	if kindsNode != nil {
 		pp.each(kindsNode, "kinds", func(kind string, k, v *yaml.Node) {
-			if !slices.Contains(KnownKinds, kind) {
-				pp.fail(k, "kinds."+kind, "unknown interrupt kind (want "+strings.Join(KnownKinds, ", ")+")")
+			if !ValidKind(kind) {
+				pp.fail(k, "kinds."+kind, KindProblem)
 				return
 			}
 			kp, lines := pp.kind(kind, v, fp.groups)

@@ -127,10 +127,38 @@ func TestPolicyFileGood(t *testing.T) {
 	}
 }
 
+// TestPolicyFileCustomKind: a kind no workflow raises (an approval
+// request's, an embedded workflow's gate) is governed by name (SPEC §16).
+func TestPolicyFileCustomKind(t *testing.T) {
+	t.Parallel()
+	text := "kinds:\n  tool_call:\n    approvals: 2\n    deadline: 1h\n    on_timeout: cancel\n  deploy_prod_2: {separation_of_duties: true}\n"
+	p, err := LoadPolicy(PolicySources{File: writePolicy(t, text)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := p.Kind("tool_call"); k.Approvals != 2 || k.Deadline != time.Hour || k.OnTimeout != OnTimeoutCancel {
+		t.Errorf("tool_call: %+v", k)
+	}
+	if !p.Kind("deploy_prod_2").SeparationOfDuties {
+		t.Errorf("deploy_prod_2: %+v", p.Kind("deploy_prod_2"))
+	}
+	for _, k := range []string{"a", "tool_call", "x" + strings.Repeat("9", 39)} {
+		if !ValidKind(k) {
+			t.Errorf("ValidKind(%q) = false", k)
+		}
+	}
+	for _, k := range []string{"", "9a", "_a", "A", "a-b", "a b", "x" + strings.Repeat("9", 40)} {
+		if ValidKind(k) {
+			t.Errorf("ValidKind(%q) = true", k)
+		}
+	}
+}
+
 func TestPolicyFileErrors(t *testing.T) {
 	t.Parallel()
 	cases := []struct{ name, text, want string }{
-		{"UnknownKind", "kinds:\n  deploy:\n    deadline: 1h\n", "policy.yaml:2: kinds.deploy: unknown interrupt kind"},
+		{"BadKindName", "kinds:\n  Deploy-Prod:\n    deadline: 1h\n", "policy.yaml:2: kinds.Deploy-Prod: a kind is a lower-case letter"},
+		{"KindTooLong", "kinds:\n  k" + strings.Repeat("x", 40) + ":\n    deadline: 1h\n", "policy.yaml:2: kinds.k" + strings.Repeat("x", 40) + ": a kind is"},
 		{"UndefinedGroup", "groups: {leads: [a]}\nkinds:\n  merge:\n    deciders: [group:ops]\n",
 			"policy.yaml:4: kinds.merge.deciders: group:ops is not defined under groups"},
 		{"NegativeDuration", "kinds:\n  prd:\n    deadline: -5m\n", "policy.yaml:3: kinds.prd.deadline: -5m is shorter than the minimum of 1s"},
