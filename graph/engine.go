@@ -11,6 +11,7 @@ import (
 	"maps"
 	mrand "math/rand/v2"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 )
@@ -128,7 +129,8 @@ type NewTask struct {
 }
 
 // Create validates the input and stores a queued task with its first
-// checkpoint. Errors: *UnknownWorkflowError, *ValidationError.
+// checkpoint. A task without a title (empty or white space) is titled
+// DefaultTitle. Errors: *UnknownWorkflowError, *ValidationError.
 func (e *Engine) Create(ctx context.Context, nt NewTask) (*Task, error) {
 	w, err := e.Workflow(nt.Workflow)
 	if err != nil {
@@ -140,6 +142,9 @@ func (e *Engine) Create(ctx context.Context, nt NewTask) (*Task, error) {
 	}
 	if len(nt.Input) == 0 {
 		nt.Input = json.RawMessage(`{}`)
+	}
+	if strings.TrimSpace(nt.Title) == "" {
+		nt.Title = DefaultTitle(nt.Workflow, nt.Input)
 	}
 	_, apart := e.cp.(FieldCheckpointer)
 	state, fields, err := w.initial(nt.Input, opts, apart)

@@ -43,6 +43,14 @@ func (e *ConflictError) Error() string {
 // Is makes errors.Is(err, ErrConflict) true.
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
+// ClaimHolderError refuses a release of an interrupt's claim by someone
+// who does not hold it (HTTP 403).
+type ClaimHolderError struct{ InterruptID, Holder string }
+
+func (e *ClaimHolderError) Error() string {
+	return fmt.Sprintf("interrupt %s is claimed by %s: only they or an admin may release it", e.InterruptID, e.Holder)
+}
+
 // ValidationError names the field of bad input.
 type ValidationError struct {
 	Field   string

@@ -25,7 +25,8 @@ type ForkRequest struct {
 }
 
 // TaskStatusError refuses an action on a task in a status that does not
-// allow it (a fork of a running task).
+// allow it (a fork of a running task, a cancel of an ended one, a retry of
+// one that did not fail): HTTP 409.
 type TaskStatusError struct {
 	TaskID string
 	Status TaskStatus

@@ -121,6 +121,22 @@ func (b *Builder[S]) Describe(title, description string) *Builder[S] {
 	return b
 }
 
+// Deliverable names the artifact a finished task of the workflow makes for
+// people (merge.md, sdd.md): what the desk shows first on a task that
+// succeeded and what its artifact viewer opens on.
+func (b *Builder[S]) Deliverable(artifact string) *Builder[S] {
+	b.g.deliverable = artifact
+	return b
+}
+
+// Raises declares the interrupt kinds the workflow's nodes raise besides
+// its gates' (the kinds of the questions they ask, NodeRun.Ask), so that
+// they are known before any is raised (Description.Kinds).
+func (b *Builder[S]) Raises(kinds ...string) *Builder[S] {
+	b.g.raises = append(b.g.raises, kinds...)
+	return b
+}
+
 // Node adds a node.
 func (b *Builder[S]) Node(name string, fn NodeFunc[S], opts ...NodeOption) *Builder[S] {
 	switch {
@@ -320,6 +336,9 @@ type Graph[S any] struct {
 	stateVersion  int
 	version       string
 	validateState func(S) error
+	// deliverable and raises are facts for the desk (Description).
+	deliverable string
+	raises      []string
 }
 
 // Name is the workflow's name.
@@ -373,6 +392,13 @@ type Description struct {
 	// declares one.
 	OptionsSchema json.RawMessage `json:"options_schema,omitempty"`
 	Mermaid       string          `json:"mermaid"`
+	// Deliverable is the artifact a finished task makes for people
+	// (Builder.Deliverable), "" for none. Kinds are the interrupt kinds
+	// the workflow raises: its gates' and those declared with
+	// Builder.Raises, sorted. Both are for the desk, not the API's body of
+	// a workflow.
+	Deliverable string   `json:"-"`
+	Kinds       []string `json:"-"`
 }
 
 // Describe reports the graph's nodes, edges and gates as data.
@@ -407,6 +433,13 @@ func (g *Graph[S]) Describe() Description {
 			d.Edges = append(d.Edges, EdgeInfo{From: name, To: n.gate.RejectTo, Condition: "rejected"})
 		}
 	}
+	d.Kinds = slices.Clone(g.raises)
+	for _, gt := range d.Gates {
+		d.Kinds = append(d.Kinds, gt.Kind)
+	}
+	slices.Sort(d.Kinds)
+	d.Kinds = slices.Compact(d.Kinds)
+	d.Deliverable = g.deliverable
 	d.Mermaid = mermaid(d)
 	return d
 }

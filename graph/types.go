@@ -289,6 +289,20 @@ type Lease struct {
 	Snapshot *Snapshot
 }
 
+// Claim is a task leased to a worker by a claim of the task store, with
+// the fence its writes must carry.
+type Claim struct {
+	TaskID string
+	Fence  int64
+	// Seq is the task's last event seq when it was claimed: the claim
+	// consumed every runnable announcement up to it.
+	Seq int64
+	// Snapshot is the task as the claim read it under the new fence (what
+	// FieldCheckpointer.LoadRun would return), or nil: the run loads the
+	// task itself.
+	Snapshot *Snapshot
+}
+
 // Snapshot is everything Run needs to resume a task.
 type Snapshot struct {
 	Task       Task

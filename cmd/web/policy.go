@@ -11,10 +11,10 @@ import (
 // (GATEHOUSE_POLICY_FILE, GATEHOUSE_APPROVALS, GATEHOUSE_SOD_KINDS) and
 // builds the Decider that enforces it: serve (the API, the desk) and run
 // (the terminal) decide through the same policy.
-func newDecider(cfg config.Config, engine auth.DecisionEngine, store auth.DecisionStore, log *slog.Logger) *auth.Decider {
+func newDecider(cfg config.Config, engine auth.DecisionEngine, store auth.DecisionStore, worker auth.Worker, log *slog.Logger) *auth.Decider {
 	policy := cfg.Auth.Policy
 	log.Info("approval policy", "source", policy.Source(), "policy", policy.String())
-	return auth.NewDecider(engine, store, policy, log.With("component", "auth"))
+	return auth.NewDecider(engine, store, policy, log.With("component", "auth"), auth.WithWorker(worker))
 }
 
 // consolePrincipal is who decides at gatehouse run's prompt: name (--as,

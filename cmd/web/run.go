@@ -259,11 +259,7 @@ func cmdRun(ctx context.Context, args []string, getenv func(string) string, stdi
 			return err
 		}
 	} else {
-		title := f.title
-		if title == "" {
-			title = inputTitle(f.workflow, input)
-		}
-		task, err = engine.Create(ctx, graph.NewTask{Workflow: f.workflow, Title: title, Input: input, Options: options, CreatedBy: f.as})
+		task, err = engine.Create(ctx, graph.NewTask{Workflow: f.workflow, Title: f.title, Input: input, Options: options, CreatedBy: f.as})
 		var ve *graph.ValidationError
 		if errors.As(err, &ve) {
 			return usageError{fmt.Sprintf("%s: %s", f.input, ve.Error())}
@@ -296,8 +292,8 @@ func cmdRun(ctx context.Context, args []string, getenv func(string) string, stdi
 	}()
 
 	// The prompt decides through the policy the API and the desk enforce.
-	decider := newDecider(cfg, engine, store, log)
-	t := &terminal{ctx: ctx, decider: decider, store: store, wake: exec.Wake, task: task, as: consolePrincipal(f.as),
+	decider := newDecider(cfg, engine, store, exec, log)
+	t := &terminal{ctx: ctx, decider: decider, store: store, task: task, as: consolePrincipal(f.as),
 		out: stdout, lines: readLines(stdin), echo: !isTerminal(stdin), started: time.Now()}
 	verb := "started"
 	if f.attach != "" {
@@ -313,7 +309,7 @@ type oneTask struct {
 	id string
 }
 
-func (o oneTask) Claim(ctx context.Context, owner string, _ int, ttl time.Duration) ([]postgres.Claim, error) {
+func (o oneTask) Claim(ctx context.Context, owner string, _ int, ttl time.Duration) ([]graph.Claim, error) {
 	return o.ClaimTask(ctx, owner, o.id, ttl)
 }
 
@@ -324,29 +320,6 @@ func findWorkflow(ws []graph.Workflow, name string) graph.Workflow {
 		}
 	}
 	return nil
-}
-
-// inputTitle is the first text among the usual input fields (else any
-// text field), on one line.
-func inputTitle(workflow string, input json.RawMessage) string {
-	var m map[string]any
-	_ = json.Unmarshal(input, &m)
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	keys = append([]string{"title", "name", "description", "query", "question", "user_input", "prompt", "topic"}, keys...)
-	for _, k := range keys {
-		if s, ok := m[k].(string); ok && strings.TrimSpace(s) != "" {
-			s = strings.Join(strings.Fields(s), " ")
-			if r := []rune(s); len(r) > 80 {
-				s = string(r[:79]) + "…"
-			}
-			return s
-		}
-	}
-	return workflow
 }
 
 func withEnv(getenv func(string) string, name, value string) func(string) string {
@@ -387,7 +360,6 @@ type terminal struct {
 	ctx     context.Context
 	decider *auth.Decider
 	store   *postgres.Store
-	wake    func()
 	task    *graph.Task
 	// as decides and cancels at the prompt.
 	as    auth.Principal
@@ -776,7 +748,6 @@ func (t *terminal) decide(in graph.DecisionInput) (bool, error) {
 	}
 	// No prompt until the next interrupt: lines typed ahead wait for it.
 	t.itr, t.mode = nil, ""
-	t.wake()
 	return false, nil
 }
 

@@ -285,7 +285,7 @@ func TestRunSeveralApprovals(t *testing.T) {
 		t.Fatal(err)
 	}
 	bob := auth.Principal{Name: "bob", Role: auth.RoleApprover, Kind: auth.KindUser}
-	res, err := newDecider(cfg, engine, store, quiet).Decide(ctx, bob, id,
+	res, err := newDecider(cfg, engine, store, nil, quiet).Decide(ctx, bob, id,
 		graph.DecisionInput{InterruptID: iid, Action: graph.ActionApprove})
 	if err != nil || res.Pending() || strings.Join(res.Approvers, ",") != "cli:ann,bob" {
 		t.Fatalf("second approval: %+v, %v", res, err)

@@ -169,15 +169,11 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		run.Start()
 	}
 
-	decider := newDecider(cfg, engine, store, log)
-	warnPolicyUsers(ctx, store, cfg.Auth.Policy, log)
 	// A decision taken here hands its task to a worker here, when one is
 	// free: leased in the decision's transaction, run without a claim.
-	var handoff func() (*graph.Lease, func(string))
-	if cfg.Workers > 0 {
-		handoff = run.Handoff
-	}
-	srv := web.New(web.Deps{Engine: engine, Store: store, Hub: hub, Wake: run.Wake, Handoff: handoff, Auth: authSvc, Decider: decider,
+	decider := newDecider(cfg, engine, store, run, log)
+	warnPolicyUsers(ctx, store, cfg.Auth.Policy, log)
+	srv := web.New(web.Deps{Engine: engine, Store: store, Hub: hub, Wake: run.Wake, Auth: authSvc, Decider: decider,
 		TrustProxy: cfg.Auth.TrustProxy, CORSOrigins: cfg.CORSOrigins, ClaimTTL: cfg.Auth.ClaimTTL,
 		Ready: func(ctx context.Context) error { return postgres.Ready(ctx, pool) }, Logger: log.With("component", "http"),
 		Version: version, Metrics: met.Handler(), LLMProvider: provider.Name(),

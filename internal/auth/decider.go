@@ -43,24 +43,69 @@ type DecisionStore interface {
 	AddAudit(ctx context.Context, e AuditEvent) error
 }
 
+// Worker is this replica's runner as a decision needs it
+// (runner.Runner): a free worker offered for the task a decision makes
+// runnable, and a wake-up when none took it.
+type Worker interface {
+	// Handoff offers a free worker: lease goes with the decision, and
+	// settle is called once afterwards whatever happened (nil, nil: no
+	// worker is free).
+	Handoff() (lease *graph.Lease, settle func(taskID string))
+	// Wake asks the runner to look for work now; it never blocks.
+	Wake()
+}
+
+// WakeWorker is a Worker without workers of its own to offer: it wakes by
+// calling itself (nil: nothing).
+type WakeWorker func()
+
+// Handoff offers no worker.
+func (WakeWorker) Handoff() (*graph.Lease, func(string)) { return nil, nil }
+
+// Wake calls w.
+func (w WakeWorker) Wake() {
+	if w != nil {
+		w()
+	}
+}
+
 // Decider records decisions on behalf of principals, enforcing who may
 // decide: the approver role, an approver's kinds, separation of duties
 // (the task's creator may not approve its own interrupt of some kinds), and
 // kinds that need several distinct approvers before the approval counts.
-// It is the one way decisions enter from people: the API, the desk.
+// It is the one way decisions enter: the API, the desk, action links,
+// Slack, the LangGraph API and the terminal client all call DecideOn (or
+// Decide), which also hands the task the decision makes runnable to this
+// replica's worker (WithWorker).
 type Decider struct {
 	engine DecisionEngine
 	store  DecisionStore
 	policy Policy
 	log    *slog.Logger
+	worker Worker
+}
+
+// DeciderOption configures a Decider.
+type DeciderOption func(*Decider)
+
+// WithWorker makes the Decider hand each task its decisions make runnable
+// to w: leased in the decision's own transaction when w has a free worker,
+// else w is woken to claim it. Without it the task waits for a claim (a
+// replica's NOTIFY, the sweep).
+func WithWorker(w Worker) DeciderOption {
+	return func(d *Decider) { d.worker = w }
 }
 
 // NewDecider returns a Decider.
-func NewDecider(engine DecisionEngine, store DecisionStore, policy Policy, log *slog.Logger) *Decider {
+func NewDecider(engine DecisionEngine, store DecisionStore, policy Policy, log *slog.Logger, opts ...DeciderOption) *Decider {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Decider{engine: engine, store: store, policy: policy, log: log}
+	d := &Decider{engine: engine, store: store, policy: policy, log: log}
+	for _, o := range opts {
+		o(d)
+	}
+	return d
 }
 
 // Policy returns the decider's approval policy.
@@ -260,7 +305,7 @@ func (d *Decider) decide(ctx context.Context, p Principal, taskID string, s *Sub
 		in.Approvers = approvers
 	}
 	in.Task = task
-	dec, err := d.engine.DecideInterrupt(ctx, taskID, itr, in)
+	dec, err := d.record(ctx, taskID, itr, in)
 	if err != nil {
 		return out, err
 	}
@@ -269,6 +314,25 @@ func (d *Decider) decide(ctx context.Context, p Principal, taskID string, s *Sub
 		out.Approvers = []string{p.Name}
 	}
 	return out, nil
+}
+
+// record has the engine record the decision, offering the task it makes
+// runnable to a free worker of this replica (leased in the decision's own
+// transaction), and wakes the runner when no worker took it.
+func (d *Decider) record(ctx context.Context, taskID string, itr *graph.Interrupt, in graph.DecisionInput) (*graph.Decision, error) {
+	if d.worker == nil {
+		return d.engine.DecideInterrupt(ctx, taskID, itr, in)
+	}
+	lease, settle := d.worker.Handoff()
+	in.Lease = lease
+	dec, err := d.engine.DecideInterrupt(ctx, taskID, itr, in)
+	if settle != nil {
+		settle(taskID)
+	}
+	if err == nil && (dec == nil || dec.Lease == nil || dec.Lease.Fence == 0) {
+		d.worker.Wake()
+	}
+	return dec, err
 }
 
 // refuse records a refused decision in the audit trail and returns err.

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
@@ -492,5 +493,88 @@ func TestDecideOn(t *testing.T) {
 	refused, _ := e.svc.AuditTrail(ctx, auth.AuditFilter{Kind: "decision.refused"})
 	if len(refused) != 4 {
 		t.Errorf("refusals in the audit trail: %d, want 4", len(refused))
+	}
+}
+
+// worker is a runner as the Decider sees it: free slots to offer, the
+// leases it was handed, its wake-ups.
+type worker struct {
+	mu      sync.Mutex
+	free    int
+	offered int
+	settled map[string]int64 // task id → the fence its lease was granted (0: none)
+	wakes   int
+}
+
+func (w *worker) Handoff() (*graph.Lease, func(string)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.free == 0 {
+		return nil, nil
+	}
+	w.free--
+	w.offered++
+	lease := &graph.Lease{Owner: "test-worker", TTL: time.Minute}
+	return lease, func(taskID string) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.free++
+		if w.settled == nil {
+			w.settled = map[string]int64{}
+		}
+		w.settled[taskID] = lease.Fence
+	}
+}
+
+func (w *worker) Wake() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.wakes++
+}
+
+// TestDeciderHandsTheTaskToItsWorker: a decision that makes its task
+// runnable leases it to a free worker in its own transaction and settles
+// the offer; with none free it wakes the runner instead; an approval short
+// of the number, or a refusal, offers nothing and wakes nobody.
+func TestDeciderHandsTheTaskToItsWorker(t *testing.T) {
+	ctx := context.Background()
+	e := newDeciderEnv(t, auth.NewPolicy(map[string]int{"merge": 2}, nil))
+	w := &worker{free: 1}
+	d := auth.NewDecider(e.engine, e.store, e.decider.Policy(), nil, auth.WithWorker(w))
+	bob, carol := user("bob", auth.RoleApprover), user("carol", auth.RoleApprover)
+
+	task, prd := e.waitingAt(t, "alice", "prd")
+	out, err := d.Decide(ctx, bob, task.ID, approve(prd.ID))
+	if err != nil || out.Decision == nil || out.Decision.Lease == nil || out.Decision.Lease.Fence == 0 {
+		t.Fatalf("decision with a free worker: %+v, %v", out, err)
+	}
+	if st, _ := e.status(t, task.ID, prd.ID); st != graph.StatusRunning {
+		t.Errorf("task after a decision leased to the worker: %s, want running", st)
+	}
+	if w.settled[task.ID] != out.Decision.Lease.Fence || w.wakes != 0 || w.free != 1 {
+		t.Errorf("worker after the leased decision: %+v", w)
+	}
+
+	// No free worker: queued, and the runner is woken.
+	w.free = 0
+	task2, prd2 := e.waitingAt(t, "alice", "prd")
+	if _, err := d.Decide(ctx, bob, task2.ID, approve(prd2.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := e.status(t, task2.ID, prd2.ID); st != graph.StatusQueued || w.wakes != 1 {
+		t.Errorf("decision without a free worker: task %s, wakes %d; want queued, 1", st, w.wakes)
+	}
+
+	// One approval of two, and a refusal: nothing offered, nobody woken.
+	w.free = 1
+	task3, merge := e.waitingAt(t, "alice", "merge")
+	if out, err := d.Decide(ctx, carol, task3.ID, approve(merge.ID)); err != nil || !out.Pending() {
+		t.Fatalf("first of two approvals: %+v, %v", out, err)
+	}
+	if _, err := d.Decide(ctx, user("vic", auth.RoleViewer), task3.ID, approve(merge.ID)); err == nil {
+		t.Fatal("a viewer decided")
+	}
+	if w.offered != 1 || w.wakes != 1 {
+		t.Errorf("after a pending approval and a refusal: offered %d, wakes %d; want 1, 1", w.offered, w.wakes)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/graph/graphtest"
+	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/live"
 	"github.com/gatehousehq/gatehouse/internal/notify"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
@@ -67,8 +68,9 @@ func newStack(b *testing.B, workers int) *stack {
 	r := runner.New(store, e, runner.Config{Owner: "bench", Workers: workers, LeaseTTL: 15 * time.Second})
 	hub.OnRunnable(r.WakeFor)
 	r.Start()
-	srv := web.New(web.Deps{Engine: e, Store: store, Hub: hub, Wake: r.Wake, Handoff: r.Handoff, BootstrapToken: token,
-		Ready: func(context.Context) error { return nil }})
+	srv := web.New(web.Deps{Engine: e, Store: store, Hub: hub, Wake: r.Wake, BootstrapToken: token,
+		Decider: auth.NewDecider(e, store, auth.DefaultPolicy(), nil, auth.WithWorker(r)),
+		Ready:   func(context.Context) error { return nil }})
 	addr, err := srv.Start("127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

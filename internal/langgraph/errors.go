@@ -54,7 +54,7 @@ func ErrorOf(err error) (status int, detail string) {
 		wfErr   *graph.UnknownWorkflowError
 		wrong   *graph.WrongTaskError
 		cfErr   *graph.ConflictError
-		stErr   *postgres.StatusError
+		stErr   *graph.TaskStatusError
 		fbErr   *auth.ForbiddenError
 		maxErr  *http.MaxBytesError
 		httpErr *echo.HTTPError

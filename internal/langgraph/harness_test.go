@@ -77,8 +77,8 @@ func setup(t *testing.T, policy ...auth.Policy) *stack {
 	hub.OnRunnable(r.WakeFor)
 	r.Start()
 	authSvc := auth.NewService(auth.Config{Store: store, BootstrapToken: testToken})
-	srv := web.New(web.Deps{Engine: e, Store: store, Hub: hub, Wake: r.Wake, Handoff: r.Handoff, Auth: authSvc,
-		Decider: auth.NewDecider(e, store, pol, nil), CORSOrigins: []string{allowOrigin},
+	srv := web.New(web.Deps{Engine: e, Store: store, Hub: hub, Wake: r.Wake, Auth: authSvc,
+		Decider: auth.NewDecider(e, store, pol, nil, auth.WithWorker(r)), CORSOrigins: []string{allowOrigin},
 		Ready: func(context.Context) error { return nil }})
 	addr, err := srv.Start("127.0.0.1:0")
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -143,23 +142,6 @@ func optionsOf(config, ctxRaw json.RawMessage) (json.RawMessage, error) {
 	return b, nil
 }
 
-// titleOf is a short excerpt of the input for the task's title.
-func titleOf(workflow string, input json.RawMessage) string {
-	var m map[string]any
-	if json.Unmarshal(input, &m) == nil {
-		for _, k := range []string{"title", "description", "question", "query", "prompt", "topic", "subject", "name"} {
-			if s, ok := m[k].(string); ok && strings.TrimSpace(s) != "" {
-				s = oneLine(s)
-				if utf8.RuneCountInString(s) > 80 {
-					s = string([]rune(s)[:79]) + "…"
-				}
-				return s
-			}
-		}
-	}
-	return workflow
-}
-
 // start creates the run a request asks for and does what it means: the
 // first run's input starts the thread's task (its id is the thread's); a
 // command.resume decides the pending interrupt through the Decider; a run
@@ -279,7 +261,7 @@ func (a *API) start(c echo.Context) (*postgres.LGRun, []string, *graph.Task, err
 		if err := a.store.LGCreateRun(ctx, run, nil); err != nil {
 			return nil, nil, nil, err
 		}
-		if _, err := a.engine.Create(ctx, graph.NewTask{ID: v.th.ID, Workflow: as.GraphID, Title: titleOf(as.GraphID, req.Input),
+		if _, err := a.engine.Create(ctx, graph.NewTask{ID: v.th.ID, Workflow: as.GraphID,
 			Input: req.Input, Options: opts, CreatedBy: who.Name}); err != nil {
 			return nil, nil, nil, undo(err)
 		}
@@ -313,10 +295,7 @@ func (a *API) start(c echo.Context) (*postgres.LGRun, []string, *graph.Task, err
 				return nil, nil, nil, err
 			}
 		}
-		lease, settle := a.offerWorker()
-		in.Lease = lease
 		out, err := a.decider.DecideOn(ctx, who, auth.Subject{Task: v.task, Interrupt: v.pending}, in)
-		settle(v.th.ID)
 		if err != nil {
 			return nil, nil, nil, undo(err)
 		}
@@ -329,8 +308,6 @@ func (a *API) start(c echo.Context) (*postgres.LGRun, []string, *graph.Task, err
 			if r, err := a.store.LGRun(ctx, run.ThreadID, run.ID); err == nil {
 				run = r
 			}
-		} else if d := out.Decision; d == nil || d.Lease == nil || d.Lease.Fence == 0 {
-			a.wakeRunner()
 		}
 	default:
 		switch {

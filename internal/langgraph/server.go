@@ -40,10 +40,10 @@ type Deps struct {
 	Hub     *live.Hub
 	Auth    *auth.Service
 	Decider *auth.Decider
-	// Wake and Handoff are the native server's (web.Deps): a decision
-	// hands its task to a free worker here, else wakes the runner.
-	Wake    func()
-	Handoff func() (*graph.Lease, func(taskID string))
+	// Wake is the native server's (web.Deps): called after a task became
+	// runnable here other than by a decision (the Decider wakes for its
+	// own).
+	Wake func()
 	// CORSOrigins are the browser origins allowed to call (exact matches).
 	CORSOrigins []string
 	// Closing ends open streams when closed (server shutdown): the clients
@@ -62,7 +62,6 @@ type API struct {
 	auth      *auth.Service
 	decider   *auth.Decider
 	wake      func()
-	handoff   func() (*graph.Lease, func(taskID string))
 	origins   []string
 	closing   <-chan struct{}
 	heartbeat time.Duration
@@ -79,7 +78,7 @@ type API struct {
 // New returns the API.
 func New(d Deps) *API {
 	a := &API{engine: d.Engine, store: d.Store, hub: d.Hub, auth: d.Auth, decider: d.Decider, wake: d.Wake,
-		handoff: d.Handoff, origins: d.CORSOrigins, closing: d.Closing, heartbeat: d.Heartbeat, log: d.Logger,
+		origins: d.CORSOrigins, closing: d.Closing, heartbeat: d.Heartbeat, log: d.Logger,
 		version: d.Version, started: time.Now().UTC()}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
@@ -258,16 +257,6 @@ func (a *API) wakeRunner() {
 	if a.wake != nil {
 		a.wake()
 	}
-}
-
-// offerWorker is Deps.Handoff with a settle that is always safe to call.
-func (a *API) offerWorker() (*graph.Lease, func(taskID string)) {
-	if a.handoff != nil {
-		if lease, settle := a.handoff(); lease != nil {
-			return lease, settle
-		}
-	}
-	return nil, func(string) {}
 }
 
 // waitCtx is the request's context, ended also by server shutdown.

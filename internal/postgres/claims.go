@@ -74,7 +74,7 @@ func (s *Store) ClaimInterrupt(ctx context.Context, req ClaimRequest) (*graph.In
 
 // ReleaseInterrupt ends who's claim on an interrupt (admin: anyone's) and appends
 // interrupt.released. An interrupt nobody holds is returned as it is.
-// Errors: graph.ErrInterruptNotFound, *ClaimHolderError when someone
+// Errors: graph.ErrInterruptNotFound, *graph.ClaimHolderError when someone
 // else holds it and who is not an admin, *graph.ConflictError when it is
 // not pending.
 func (s *Store) ReleaseInterrupt(ctx context.Context, interruptID, who string, admin bool) (*graph.Interrupt, error) {
@@ -101,7 +101,7 @@ func (s *Store) ReleaseInterrupt(ctx context.Context, interruptID, who string, a
 		case itr.ClaimedBy == "":
 			return itr, nil
 		}
-		return nil, &ClaimHolderError{InterruptID: interruptID, Holder: itr.ClaimedBy}
+		return nil, &graph.ClaimHolderError{InterruptID: interruptID, Holder: itr.ClaimedBy}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("release %s: %w", interruptID, err)
@@ -130,14 +130,6 @@ func (s *Store) RenewClaims(ctx context.Context, taskID, who string, ttl time.Du
 		return 0, graph.ErrTaskNotFound
 	}
 	return s.q.ClaimsRenew(ctx, dbsqlc.ClaimsRenewParams{TaskID: id, Who: who, TtlSeconds: ttl.Seconds()})
-}
-
-// ClaimHolderError refuses a release by someone who does not hold the
-// claim (HTTP 403).
-type ClaimHolderError struct{ InterruptID, Holder string }
-
-func (e *ClaimHolderError) Error() string {
-	return fmt.Sprintf("interrupt %s is claimed by %s: only they or an admin may release it", e.InterruptID, e.Holder)
 }
 
 func (s *Store) claimConflict(ctx context.Context, q *dbsqlc.Queries, interruptID string) error {

@@ -14,18 +14,6 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
 )
 
-// Claim is a task leased to a worker, with the fence its writes must carry.
-type Claim struct {
-	TaskID string
-	Fence  int64
-	// Seq is the task's last event seq when it was claimed: the claim
-	// consumed every runnable announcement up to it.
-	Seq int64
-	// Snapshot is the task as the claim read it under the new fence (what
-	// LoadRun would return), or nil: the run loads the task itself.
-	Snapshot *graph.Snapshot
-}
-
 // asyncBatch is a batch, one implicit transaction, that commits without
 // waiting for its WAL flush (each caller says why that is safe); with
 // generic, its statements use their generic plans (TxGenericPlans).
@@ -53,7 +41,7 @@ func asyncBatch(ctx context.Context, generic bool) *pgx.Batch {
 // that its run needs no TaskSnapshot round trip. A snapshot that cannot be
 // made is left out (nil): the run loads the task and meets the same error,
 // which fails the task as for any run.
-func (s *Store) Claim(ctx context.Context, owner string, max int, ttl time.Duration) ([]Claim, error) {
+func (s *Store) Claim(ctx context.Context, owner string, max int, ttl time.Duration) ([]graph.Claim, error) {
 	var rows []dbsqlc.TaskClaimRow
 	p := dbsqlc.TaskClaimParams{Owner: owner, TtlSeconds: ttl.Seconds(), MaxTasks: int32(max)}
 	// asyncBatch's TxAsyncCommit, and an index scan for the claim.
@@ -72,11 +60,11 @@ func (s *Store) Claim(ctx context.Context, owner string, max int, ttl time.Durat
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("claim tasks: %w", err)
 	}
-	out := make([]Claim, 0, len(rows))
+	out := make([]graph.Claim, 0, len(rows))
 	for i := range rows {
 		r := &rows[i]
 		id := r.ID.String()
-		c := Claim{TaskID: id, Fence: r.LeaseFence, Seq: r.EventSeq}
+		c := graph.Claim{TaskID: id, Fence: r.LeaseFence, Seq: r.EventSeq}
 		if snap, err := s.snapshot(id, nil, snapshotRow(r), true); err == nil {
 			c.Snapshot = snap
 		}
@@ -134,7 +122,7 @@ func snapshotRow(r *dbsqlc.TaskClaimRow) dbsqlc.TaskSnapshotRow {
 
 // ClaimTask is Claim for one task: it leases taskID to owner when the task
 // is runnable (none when it is not, or another worker holds it).
-func (s *Store) ClaimTask(ctx context.Context, owner, taskID string, ttl time.Duration) ([]Claim, error) {
+func (s *Store) ClaimTask(ctx context.Context, owner, taskID string, ttl time.Duration) ([]graph.Claim, error) {
 	id, ok := parseID(taskID)
 	if !ok {
 		return nil, graph.ErrTaskNotFound
@@ -143,16 +131,16 @@ func (s *Store) ClaimTask(ctx context.Context, owner, taskID string, ttl time.Du
 	if err != nil {
 		return nil, fmt.Errorf("claim task %s: %w", taskID, err)
 	}
-	out := make([]Claim, 0, len(rows))
+	out := make([]graph.Claim, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, Claim{TaskID: r.ID.String(), Fence: r.LeaseFence, Seq: r.EventSeq})
+		out = append(out, graph.Claim{TaskID: r.ID.String(), Fence: r.LeaseFence, Seq: r.EventSeq})
 	}
 	return out, nil
 }
 
 // Heartbeat extends a lease. Errors: graph.ErrLeaseLost when the fence
 // moved on or the task left the running status.
-func (s *Store) Heartbeat(ctx context.Context, c Claim, ttl time.Duration) error {
+func (s *Store) Heartbeat(ctx context.Context, c graph.Claim, ttl time.Duration) error {
 	id, ok := parseID(c.TaskID)
 	if !ok {
 		return graph.ErrTaskNotFound
@@ -169,7 +157,7 @@ func (s *Store) Heartbeat(ctx context.Context, c Claim, ttl time.Duration) error
 
 // Release hands a lease back before it expires, so another worker (of any
 // replica) takes the task over at once, and wakes the workers.
-func (s *Store) Release(ctx context.Context, c Claim) error {
+func (s *Store) Release(ctx context.Context, c graph.Claim) error {
 	id, ok := parseID(c.TaskID)
 	if !ok {
 		return graph.ErrTaskNotFound
@@ -191,24 +179,10 @@ func (s *Store) NextExpiry(ctx context.Context) (time.Time, error) {
 	return t, nil
 }
 
-// StatusError is a task in the wrong status for an action (HTTP 409).
-type StatusError struct {
-	TaskID string
-	Status graph.TaskStatus
-	Action string
-}
-
-func (e *StatusError) Error() string {
-	return fmt.Sprintf("cannot %s task %s: it is %s", e.Action, e.TaskID, e.Status)
-}
-
-// Is makes errors.Is(err, graph.ErrConflict) true.
-func (e *StatusError) Is(target error) bool { return target == graph.ErrConflict }
-
 // Cancel ends a task that has not ended: pending interrupts become
 // cancelled, task.cancelled is appended, and the fence moves on so a worker
 // running it writes nothing more. Errors: graph.ErrTaskNotFound,
-// *StatusError.
+// *graph.TaskStatusError.
 func (s *Store) Cancel(ctx context.Context, taskID, actor string) error {
 	id, ok := parseID(taskID)
 	if !ok {
@@ -234,7 +208,7 @@ func (s *Store) Cancel(ctx context.Context, taskID, actor string) error {
 }
 
 // Retry makes a failed task runnable again; it resumes from its last
-// checkpoint. Errors: graph.ErrTaskNotFound, *StatusError.
+// checkpoint. Errors: graph.ErrTaskNotFound, *graph.TaskStatusError.
 func (s *Store) Retry(ctx context.Context, taskID, actor string) error {
 	id, ok := parseID(taskID)
 	if !ok {
@@ -268,7 +242,7 @@ func (s *Store) transition(ctx context.Context, taskID, action string, change fu
 		if gerr != nil {
 			return fmt.Errorf("%s %s: %w", action, taskID, gerr)
 		}
-		return &StatusError{TaskID: taskID, Status: graph.TaskStatus(t.Status), Action: action}
+		return &graph.TaskStatusError{TaskID: taskID, Status: graph.TaskStatus(t.Status), Action: action}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("%s: commit: %w", action, err)

@@ -33,24 +33,6 @@ const (
 	timerDeadlockRetryPauses = 5
 )
 
-// TimerPolicy is what firing timers asks the approval policy (auth.Policy
-// satisfies it through a small adapter in the caller).
-type TimerPolicy interface {
-	// ReminderTo names who a reminder of an interrupt of kind at
-	// escalation level goes to ("role:approver", "group:leads", …).
-	ReminderTo(kind string, level int) []string
-	// Added names whom escalation step level of kind adds.
-	Added(kind string, level int) []string
-	// Recipients is who of candidates may decide an interrupt of kind at
-	// escalation level, less the task's creator where separation of
-	// duties bars them: whom a reminder mails (less who decided).
-	Recipients(kind string, level int, creator string, candidates []auth.Principal) []auth.Principal
-	// EscalationRecipients is who of candidates escalation step level of
-	// kind lets decide and who could not before it: whom its notice
-	// mails.
-	EscalationRecipients(kind string, level int, creator string, candidates []auth.Principal) []auth.Principal
-}
-
 // NextTimer returns when the earliest timer is due; ok false when none is
 // scheduled.
 func (s *Store) NextTimer(ctx context.Context) (at time.Time, ok bool, err error) {
@@ -78,7 +60,7 @@ func (s *Store) NextTimer(ctx context.Context) (at time.Time, ok bool, err error
 //     interrupt.escalated (data.level, data.added).
 //
 // A timer of an interrupt no longer pending does nothing.
-func (s *Store) FireTimers(ctx context.Context, limit int, pol TimerPolicy) (int, error) {
+func (s *Store) FireTimers(ctx context.Context, limit int, pol auth.TimerPolicy) (int, error) {
 	if limit <= 0 {
 		limit = defaultTimerBatch
 	}
@@ -137,7 +119,7 @@ const (
 	mailAdded                     // escalation: the deciders the level added
 )
 
-func (s *Store) fireTimers(ctx context.Context, limit int, pol TimerPolicy) (int, []note, error) {
+func (s *Store) fireTimers(ctx context.Context, limit int, pol auth.TimerPolicy) (int, []note, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return 0, nil, fmt.Errorf("fire timers: begin: %w", err)
@@ -400,7 +382,7 @@ func (s *Store) OnTimer(f func(due time.Time)) { s.onTimer = f }
 
 // enqueueNotices writes the outbox rows of evs in tx, in one round trip
 // (and, with email, one more to find whom reminders and escalations mail).
-func (s *Store) enqueueNotices(ctx context.Context, tx pgx.Tx, evs []timerEvent, pol TimerPolicy) ([]notify.Delivery, error) {
+func (s *Store) enqueueNotices(ctx context.Context, tx pgx.Tx, evs []timerEvent, pol auth.TimerPolicy) ([]notify.Delivery, error) {
 	if !s.outbox.Email {
 		// Without mail, only webhooks take these (Slack takes raises
 		// only): none configured, nothing to write — a burst of 10,000
@@ -443,7 +425,7 @@ func (s *Store) enqueueNotices(ctx context.Context, tx pgx.Tx, evs []timerEvent,
 // before. Both leave out users without an address, disabled ones, and a
 // creator that separation of duties bars. Three statements per batch of
 // timers, none per timer.
-func (s *Store) mailAudiences(ctx context.Context, q *dbsqlc.Queries, evs []timerEvent, pol TimerPolicy) error {
+func (s *Store) mailAudiences(ctx context.Context, q *dbsqlc.Queries, evs []timerEvent, pol auth.TimerPolicy) error {
 	var tasks, itrs []uuid.UUID
 	for _, e := range evs {
 		if e.mail != mailAsSaid && e.notice != nil && e.notice.interruptID != nil {

@@ -14,14 +14,13 @@ import (
 	"time"
 
 	"github.com/gatehousehq/gatehouse/graph"
-	"github.com/gatehousehq/gatehouse/internal/postgres"
 )
 
 // Store is what the runner needs of storage.
 type Store interface {
-	Claim(ctx context.Context, owner string, max int, ttl time.Duration) ([]postgres.Claim, error)
-	Heartbeat(ctx context.Context, c postgres.Claim, ttl time.Duration) error
-	Release(ctx context.Context, c postgres.Claim) error
+	Claim(ctx context.Context, owner string, max int, ttl time.Duration) ([]graph.Claim, error)
+	Heartbeat(ctx context.Context, c graph.Claim, ttl time.Duration) error
+	Release(ctx context.Context, c graph.Claim) error
 	NextExpiry(ctx context.Context) (time.Time, error)
 }
 
@@ -66,7 +65,7 @@ type Runner struct {
 	stopOnce  sync.Once
 
 	mu       sync.Mutex
-	inflight map[string]postgres.Claim
+	inflight map[string]graph.Claim
 	executed int
 	reserved int  // slots promised to handoffs not yet settled
 	stopping bool // Stop began: no run starts any more
@@ -93,7 +92,7 @@ func New(store Store, engine Engine, cfg Config) *Runner {
 	return &Runner{store: store, engine: engine, cfg: cfg, log: cfg.Logger,
 		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1), stopCh: make(chan struct{}), done: make(chan struct{}),
 		drain:  make(chan struct{}),
-		runCtx: ctx, cancelRun: cancel, inflight: map[string]postgres.Claim{}, claimedAt: map[string]int64{}}
+		runCtx: ctx, cancelRun: cancel, inflight: map[string]graph.Claim{}, claimedAt: map[string]int64{}}
 }
 
 // Wake asks the runner to look for work now. It never blocks.
@@ -148,7 +147,7 @@ func (r *Runner) adopt(lease *graph.Lease, taskID string) {
 		r.mu.Unlock()
 		return
 	}
-	c := postgres.Claim{TaskID: taskID, Fence: lease.Fence}
+	c := graph.Claim{TaskID: taskID, Fence: lease.Fence}
 	if r.stopping {
 		r.mu.Unlock()
 		// Too late to run it here: hand it back for another replica.
@@ -293,7 +292,7 @@ func (r *Runner) claim() (more, full bool) {
 // claimed or handed over, starts here; snap, when set, is the task as its
 // lease was taken (a handover's Lease.Snapshot), and the run starts from
 // it instead of loading the task.
-func (r *Runner) startLocked(c postgres.Claim, snap *graph.Snapshot) {
+func (r *Runner) startLocked(c graph.Claim, snap *graph.Snapshot) {
 	r.inflight[c.TaskID] = c
 	r.executed++
 	if c.Seq > 0 {
@@ -306,7 +305,7 @@ func (r *Runner) startLocked(c postgres.Claim, snap *graph.Snapshot) {
 	go r.execute(c, snap)
 }
 
-func (r *Runner) execute(c postgres.Claim, snap *graph.Snapshot) {
+func (r *Runner) execute(c graph.Claim, snap *graph.Snapshot) {
 	defer r.wg.Done()
 	defer func() {
 		r.mu.Lock()
@@ -373,7 +372,7 @@ func isTaskFault(err error) bool {
 type heartbeat struct {
 	r      *Runner
 	ctx    context.Context
-	c      postgres.Claim
+	c      graph.Claim
 	cancel context.CancelFunc
 	every  time.Duration
 
@@ -383,7 +382,7 @@ type heartbeat struct {
 	t       *time.Timer
 }
 
-func (r *Runner) startHeartbeat(ctx context.Context, c postgres.Claim, cancel context.CancelFunc) *heartbeat {
+func (r *Runner) startHeartbeat(ctx context.Context, c graph.Claim, cancel context.CancelFunc) *heartbeat {
 	h := &heartbeat{r: r, ctx: ctx, c: c, cancel: cancel, every: r.cfg.LeaseTTL / 3}
 	h.mu.Lock()
 	h.t = time.AfterFunc(h.every, h.beat)

@@ -18,6 +18,9 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/runner"
 )
 
+// The store the server runs on is the runner's.
+var _ runner.Store = (*postgres.Store)(nil)
+
 type state struct {
 	Visits []string `json:"visits"`
 }
@@ -367,7 +370,7 @@ type countingStore struct {
 	claims atomic.Int64
 }
 
-func (s *countingStore) Claim(ctx context.Context, owner string, max int, ttl time.Duration) ([]postgres.Claim, error) {
+func (s *countingStore) Claim(ctx context.Context, owner string, max int, ttl time.Duration) ([]graph.Claim, error) {
 	// Counted once done: a count seen means that claim is over.
 	defer s.claims.Add(1)
 	return s.Store.Claim(ctx, owner, max, ttl)

@@ -17,16 +17,13 @@ import (
 	"time"
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
-	"github.com/gatehousehq/gatehouse/internal/postgres"
 )
 
 // Store is what the keeper needs of the database.
 type Store interface {
 	NextTimer(ctx context.Context) (time.Time, bool, error)
-	FireTimers(ctx context.Context, limit int, pol postgres.TimerPolicy) (int, error)
+	FireTimers(ctx context.Context, limit int, pol auth.TimerPolicy) (int, error)
 }
-
-var _ Store = (*postgres.Store)(nil)
 
 // Fallback is the longest a keeper sleeps without looking: a hint lost
 // with a dead replica's connection costs at most this much delay.
@@ -35,7 +32,7 @@ const Fallback = time.Minute
 // Keeper fires due timers.
 type Keeper struct {
 	store Store
-	pol   postgres.TimerPolicy
+	pol   auth.TimerPolicy
 	log   *slog.Logger
 	batch int
 	poke  chan time.Time

@@ -22,6 +22,9 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/timekeeper"
 )
 
+// The store the server runs on is the keeper's.
+var _ timekeeper.Store = (*postgres.Store)(nil)
+
 type bundle struct {
 	pool   *pgxpool.Pool
 	store  *postgres.Store

@@ -236,10 +236,7 @@ func (d *desk) actPost(c echo.Context) error {
 	}
 	p := auth.Principal{Name: u.Username, Role: u.Role, Kinds: u.Kinds, Kind: auth.KindUser, ID: u.ID}
 	in := graph.DecisionInput{InterruptID: a.itr.ID, Action: action, Feedback: feedback}
-	lease, settle := d.s.offerWorker()
-	in.Lease = lease
 	out, derr := d.s.decider.DecideOn(ctx, p, auth.Subject{Task: a.task, Interrupt: a.itr}, in)
-	settle(a.task.ID)
 	var (
 		fb *auth.ForbiddenError
 		ve *graph.ValidationError
@@ -294,9 +291,6 @@ func (d *desk) actPost(c echo.Context) error {
 	if out.Pending() {
 		return d.actDone(c, http.StatusOK, a, "Your approval is recorded",
 			fmt.Sprintf("%s approved this %s (%s); it waits for another approver.", p.Name, kind, out.Progress()))
-	}
-	if !leased(out.Decision) {
-		d.s.wakeRunner()
 	}
 	return d.actDone(c, http.StatusOK, a, "Decided",
 		fmt.Sprintf("%s %s this %s at %s.", p.Name, verb(out.Decision.Action), kind,

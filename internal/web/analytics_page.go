@@ -18,10 +18,6 @@ import (
 	"github.com/gatehousehq/gatehouse/views"
 )
 
-// knownKinds are the interrupt kinds of the built-in workflows (SPEC §7),
-// offered by the filter before any is seen.
-var knownKinds = []string{"prd", "plan", "merge", "sdd", "question", "review"}
-
 // behindLimit is how many interrupts a drill-down lists.
 const behindLimit = 200
 
@@ -214,15 +210,19 @@ func behindHeading(b postgres.Behind) string {
 func (d *desk) analyticsForm(f analytics.Filter, r *analytics.Report) views.AnalyticsForm {
 	form := views.AnalyticsForm{Since: f.Since.Format(time.DateOnly), Until: f.Until.AddDate(0, 0, -1).Format(time.DateOnly),
 		Kind: f.Kind, Workflow: f.Workflow}
-	kinds := slices.Clone(knownKinds)
+	// The kinds the workflows declare, offered before any is seen, and
+	// those seen.
+	var kinds []string
 	for _, k := range r.Kinds {
 		kinds = append(kinds, k.Kind)
 	}
+	for _, w := range d.s.engine.Workflows() {
+		desc := w.Describe()
+		form.Workflows = append(form.Workflows, desc.Name)
+		kinds = append(kinds, desc.Kinds...)
+	}
 	slices.Sort(kinds)
 	form.Kinds = slices.Compact(kinds)
-	for _, w := range d.s.engine.Workflows() {
-		form.Workflows = append(form.Workflows, w.Describe().Name)
-	}
 	if f.Workflow != "" && !slices.Contains(form.Workflows, f.Workflow) {
 		form.Workflows = append(form.Workflows, f.Workflow)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -45,7 +46,7 @@ func TestHappyPath(t *testing.T) {
 		task.PendingInterrupt != nil || string(task.Result) != "null" || task.Error != nil || task.CompletedAt != nil {
 		t.Errorf("created task = %+v", task)
 	}
-	if want := excerpt(featuretest.DefaultDescription, defaultTitleRunes); task.Title != want {
+	if want := graph.DefaultTitle("feature", json.RawMessage(`{"description":`+strconv.Quote(featuretest.DefaultDescription)+`}`)); task.Title != want {
 		t.Errorf("default title = %q, want %q", task.Title, want)
 	}
 	if loc := r.header.Get("Location"); loc != "/api/v1/tasks/"+task.ID {

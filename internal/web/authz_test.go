@@ -340,6 +340,14 @@ func (e *deskEnv) fingerprint(t *testing.T) string {
 	return s
 }
 
+// otherFirst is token with another first character: wrong for sure.
+func otherFirst(token string) string {
+	if strings.HasPrefix(token, "x") {
+		return "y" + token[1:]
+	}
+	return "x" + token[1:]
+}
+
 // TestCSRF: a desk post with its session but without the session's CSRF
 // token, or with another's, is 403 and changes nothing; with it, it works.
 // An API post with a session cookie needs the X-CSRF-Token header.
@@ -366,7 +374,7 @@ func TestCSRF(t *testing.T) {
 		for _, c := range []struct {
 			name string
 			o    postOpts
-		}{{"missing", postOpts{csrf: "-"}}, {"wrong", postOpts{csrf: "x" + ann.csrf[1:]}}, {"another session's", postOpts{csrf: bob.csrf}},
+		}{{"missing", postOpts{csrf: "-"}}, {"wrong", postOpts{csrf: otherFirst(ann.csrf)}}, {"another session's", postOpts{csrf: bob.csrf}},
 			{"missing (htmx)", postOpts{csrf: "-", hx: true}}} {
 			status, _, body := e.postAs(t, &ann, f.path, f.form, c.o)
 			if status != http.StatusForbidden || !strings.Contains(body, "CSRF") {

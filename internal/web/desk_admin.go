@@ -16,6 +16,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/views"
 )
@@ -325,13 +326,13 @@ func auditRow(e *auth.AuditEvent) views.AuditRow {
 				if s == "" {
 					continue
 				}
-				parts = append(parts, k+"="+excerpt(s, 120))
-				r.Fields = append(r.Fields, views.AuditField{Label: humanize(k), Value: excerpt(s, 300)})
+				parts = append(parts, k+"="+graph.Excerpt(s, 120))
+				r.Fields = append(r.Fields, views.AuditField{Label: humanize(k), Value: graph.Excerpt(s, 300)})
 				continue
 			}
 			b, _ := json.Marshal(v)
-			parts = append(parts, k+"="+excerpt(string(b), 120))
-			r.Fields = append(r.Fields, views.AuditField{Label: humanize(k), Value: excerpt(string(b), 300)})
+			parts = append(parts, k+"="+graph.Excerpt(string(b), 120))
+			r.Fields = append(r.Fields, views.AuditField{Label: humanize(k), Value: graph.Excerpt(string(b), 300)})
 		}
 		r.Details = strings.Join(parts, "  ")
 	}

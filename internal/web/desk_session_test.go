@@ -26,8 +26,8 @@ func restartWith(e *deskEnv, tweak func(*Server)) {
 	e.stopServer()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	deps := Deps{Engine: e.engine, Store: e.store, Hub: e.hub, Wake: e.run.Wake, Handoff: e.run.Handoff, Auth: e.auth,
-		Decider: auth.NewDecider(e.engine, e.store, e.policy, e.log), TrustProxy: e.trustProxy, Logger: e.log, Version: "test"}
+	deps := Deps{Engine: e.engine, Store: e.store, Hub: e.hub, Wake: e.run.Wake, Auth: e.auth,
+		Decider: auth.NewDecider(e.engine, e.store, e.policy, e.log, auth.WithWorker(e.run)), TrustProxy: e.trustProxy, Logger: e.log, Version: "test"}
 	var err error
 	for range 50 { // the old socket may linger a moment
 		srv := New(deps)

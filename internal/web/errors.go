@@ -88,9 +88,8 @@ func errorOf(err error) *Error {
 		valErr   *graph.ValidationError
 		wfErr    *graph.UnknownWorkflowError
 		wrongErr *graph.WrongTaskError
-		stErr    *postgres.StatusError
 		cfErr    *graph.ConflictError
-		holdErr  *postgres.ClaimHolderError
+		holdErr  *graph.ClaimHolderError
 		maxErr   *http.MaxBytesError
 		httpErr  *echo.HTTPError
 		fbErr    *auth.ForbiddenError
@@ -147,8 +146,6 @@ func errorOf(err error) *Error {
 		return &Error{Status: http.StatusForbidden, Code: CodeForbidden, Message: holdErr.Error(), Err: err}
 	case errors.As(err, &cfErr):
 		return &Error{Status: http.StatusConflict, Code: CodeConflict, Field: "interrupt_id", Message: cfErr.Error(), Err: err}
-	case errors.As(err, &stErr):
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: stErr.Error(), Err: err}
 	case errors.Is(err, graph.ErrConflict):
 		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "conflict", Err: err}
 	case errors.As(err, &httpErr):

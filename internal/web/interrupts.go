@@ -56,11 +56,9 @@ func (s *Server) decide(c echo.Context) error {
 	if err := mayRead(who, t); err != nil {
 		return err
 	}
-	lease, settle := s.offerWorker()
 	out, err := s.decider.DecideOn(ctx, who, auth.Subject{Task: t, Interrupt: itr}, graph.DecisionInput{
-		InterruptID: req.InterruptID, Action: req.Action, Feedback: req.Feedback, Value: req.Value, Lease: lease,
+		InterruptID: req.InterruptID, Action: req.Action, Feedback: req.Feedback, Value: req.Value,
 		PayloadSHA256: req.PayloadSHA256})
-	settle(id)
 	if errors.Is(err, graph.ErrInterruptNotFound) {
 		// Say which is missing: the task or its interrupt.
 		if _, terr := s.store.Task(ctx, id); terr != nil {
@@ -75,20 +73,7 @@ func (s *Server) decide(c echo.Context) error {
 		// approver, and the task moved too (its approval event).
 		return s.renderTask(c, http.StatusAccepted, id)
 	}
-	if !leased(out.Decision) {
-		s.wakeRunner()
-	}
 	return writeJSON(c, http.StatusAccepted, s.taskJSON(decidedTask(t, out.Decision), nil))
-}
-
-// offerWorker is Deps.Handoff, with a settle that is always safe to call.
-func (s *Server) offerWorker() (*graph.Lease, func(taskID string)) {
-	if s.handoff != nil {
-		if lease, settle := s.handoff(); lease != nil {
-			return lease, settle
-		}
-	}
-	return nil, func(string) {}
 }
 
 // leased reports a decision that leased its task to a worker here.

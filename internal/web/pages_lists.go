@@ -150,7 +150,7 @@ func (d *desk) loadDashboard(ctx context.Context, q dashQuery) (views.DashboardB
 		g := views.TaskGroup{Status: string(st), Label: groupLabel(st), Total: n}
 		for _, t := range groups[st] {
 			row := views.TaskRow{ID: t.ID, Title: t.Title, Workflow: t.Workflow, Status: string(t.Status),
-				CurrentNode: t.CurrentNode, Error: excerpt(t.Error, 160), CreatedBy: t.CreatedBy, Created: t.CreatedAt,
+				CurrentNode: t.CurrentNode, Error: graph.Excerpt(t.Error, 160), CreatedBy: t.CreatedBy, Created: t.CreatedAt,
 				Updated: t.UpdatedAt}
 			if itr, ok := pending[t.ID]; ok {
 				row.Waiting = itr.Payload.Title
@@ -332,7 +332,7 @@ func (d *desk) loadInbox(ctx context.Context, q inboxQuery) (views.InboxBody, er
 	for _, e := range entries {
 		it := views.InboxItem{InterruptID: e.ID, TaskID: e.TaskID, TaskTitle: e.Task.Title,
 			Workflow: e.Task.Workflow, Node: e.Node, Kind: e.Kind, Title: e.Payload.Title,
-			Question: excerpt(e.Payload.Question, 200), Iteration: e.Iteration, Created: e.CreatedAt,
+			Question: graph.Excerpt(e.Payload.Question, 200), Iteration: e.Iteration, Created: e.CreatedAt,
 			Waiting: waited(now.Sub(e.CreatedAt)), Deadline: e.Deadline, Overdue: e.Overdue,
 			Level: e.EscalationLevel, Holder: e.ClaimedBy, Viewers: viewers[e.TaskID],
 			NotBy: d.notBy(e.Kind, e.Task.CreatedBy)}

@@ -444,9 +444,6 @@ func (d *desk) createTaskForm(c echo.Context) error {
 			return err
 		}
 	}
-	if title == "" {
-		title = defaultTitle(desc.Name, rawInput)
-	}
 	t, err := d.s.engine.Create(c.Request().Context(), graph.NewTask{Workflow: desc.Name, Title: title, Input: rawInput,
 		Options: rawOpts, CreatedBy: principalOf(c).Name})
 	var ve *graph.ValidationError

@@ -202,18 +202,17 @@ func (d *desk) buildTaskPage(ctx context.Context, td *taskData, sel artifactSel,
 	return p
 }
 
-// deliverables are the documents a workflow makes for people, by name:
-// what a finished task shows first and what its artifact viewer opens on
-// (the slogan, not its review).
-var deliverables = []string{"merge.md", "sdd.md", "slogan.txt", "analysis.md", "summary.md"}
-
-// deliverableName is the deliverable among td's artifacts, "" for none.
+// deliverableName is the document td's workflow declares it makes for
+// people (graph.Builder.Deliverable) when td has it: what a finished task
+// shows first and what its artifact viewer opens on (the slogan, not its
+// review). "" for none.
 func deliverableName(td *taskData) string {
-	for _, name := range deliverables {
-		for i := range td.artifacts {
-			if td.artifacts[i].Name == name {
-				return name
-			}
+	if td.desc == nil || td.desc.Deliverable == "" {
+		return ""
+	}
+	for i := range td.artifacts {
+		if td.artifacts[i].Name == td.desc.Deliverable {
+			return td.desc.Deliverable
 		}
 	}
 	return ""
@@ -789,11 +788,9 @@ func (d *desk) decideForm(c echo.Context) error {
 		raw, _ = json.Marshal(value)
 	}
 	// The decision is the signed-in principal's, under the approval policy.
-	lease, settle := d.s.offerWorker()
-	out, decideErr := d.s.decider.DecideOn(ctx, who.p, auth.Subject{Task: t, Interrupt: itr},
-		graph.DecisionInput{InterruptID: itrID, Action: action, Feedback: feedback, Value: raw, Lease: lease,
+	_, decideErr := d.s.decider.DecideOn(ctx, who.p, auth.Subject{Task: t, Interrupt: itr},
+		graph.DecisionInput{InterruptID: itrID, Action: action, Feedback: feedback, Value: raw,
 			PayloadSHA256: seen})
-	settle(id)
 	var (
 		ve   *graph.ValidationError
 		cf   *graph.ConflictError
@@ -803,9 +800,6 @@ func (d *desk) decideForm(c echo.Context) error {
 	status := http.StatusOK
 	switch {
 	case decideErr == nil:
-		if !out.Pending() && !leased(out.Decision) {
-			d.s.wakeRunner()
-		}
 		if !isHX(c) {
 			return c.Redirect(http.StatusSeeOther, "/tasks/"+id+"#decide")
 		}

@@ -32,22 +32,18 @@ type Deps struct {
 	Engine *graph.Engine
 	Store  *postgres.Store
 	Hub    *live.Hub
-	// Wake is called after a task became runnable here (create, decision,
+	// Wake is called after a task became runnable here (create, fork,
 	// retry): the local runner's fast path. NOTIFY covers other replicas.
+	// A decision's task is the Decider's to hand over (auth.WithWorker).
 	// May be nil.
 	Wake func()
-	// Handoff, when set, offers a free worker of this replica for a task a
-	// decision taken here makes runnable (runner.Runner.Handoff): the
-	// decision leases the task to it in its own transaction and the next
-	// node starts without a claim. May be nil.
-	Handoff func() (*graph.Lease, func(taskID string))
 	// Auth authenticates principals: bearer tokens and desk sessions. When
 	// nil, one is made over Store with BootstrapToken (an admin token acting
 	// as the principal "bootstrap") and the default session lifetimes.
 	Auth           *auth.Service
 	BootstrapToken string
 	// Decider records people's decisions under the approval policy; nil:
-	// one over Engine and Store with the default policy.
+	// one over Engine and Store with the default policy, waking through Wake.
 	Decider *auth.Decider
 	// TrustProxy believes X-Forwarded-Proto (Secure cookies) and
 	// X-Forwarded-For (the client's address) from a reverse proxy.
@@ -102,7 +98,6 @@ type Server struct {
 	store   *postgres.Store
 	hub     *live.Hub
 	wake    func()
-	handoff func() (*graph.Lease, func(taskID string))
 	ready   func(ctx context.Context) error
 	log     *slog.Logger
 	version string
@@ -146,7 +141,7 @@ func New(d Deps) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{engine: d.Engine, store: d.Store, hub: d.Hub, wake: d.Wake, handoff: d.Handoff, ready: d.Ready, log: log, metrics: d.Metrics,
+	s := &Server{engine: d.Engine, store: d.Store, hub: d.Hub, wake: d.Wake, ready: d.Ready, log: log, metrics: d.Metrics,
 		version: d.Version, closing: make(chan struct{}), auth: d.Auth, decider: d.Decider, trustProxy: d.TrustProxy,
 		roles: map[string]auth.Role{}, llmProvider: d.LLMProvider,
 		slackSecret: d.SlackSigningSecret, slackClient: &http.Client{Timeout: 15 * time.Second},
@@ -157,7 +152,8 @@ func New(d Deps) *Server {
 			Logger: log.With("component", "auth")})
 	}
 	if s.decider == nil {
-		s.decider = auth.NewDecider(d.Engine, d.Store, auth.DefaultPolicy(), log.With("component", "auth"))
+		s.decider = auth.NewDecider(d.Engine, d.Store, auth.DefaultPolicy(), log.With("component", "auth"),
+			auth.WithWorker(auth.WakeWorker(d.Wake)))
 	}
 	s.presence = newPresenceHub()
 	if d.Hub != nil {
@@ -190,7 +186,7 @@ func New(d Deps) *Server {
 	}
 
 	s.lg = langgraph.New(langgraph.Deps{Engine: d.Engine, Store: d.Store, Hub: d.Hub, Auth: s.auth, Decider: s.decider,
-		Wake: d.Wake, Handoff: d.Handoff, CORSOrigins: d.CORSOrigins, Closing: s.closing,
+		Wake: d.Wake, CORSOrigins: d.CORSOrigins, Closing: s.closing,
 		Logger: log.With("component", "langgraph"), Version: d.Version})
 
 	e := echo.New()

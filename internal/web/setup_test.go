@@ -41,6 +41,9 @@ type bundle struct {
 	wakes  atomic.Int64
 }
 
+// wake counts a wake-up of the runner (there is none).
+func (b *bundle) wake() { b.wakes.Add(1) }
+
 type setupOpts struct {
 	token string
 	// policy is the approval policy; nil: none (the bootstrap token creates
@@ -91,8 +94,8 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 	if o.policy != nil {
 		policy = *o.policy
 	}
-	b.srv = New(Deps{Engine: engine, Store: store, Hub: hub, Wake: func() { b.wakes.Add(1) }, BootstrapToken: o.token,
-		Decider: auth.NewDecider(engine, store, policy, log),
+	b.srv = New(Deps{Engine: engine, Store: store, Hub: hub, Wake: b.wake, BootstrapToken: o.token,
+		Decider: auth.NewDecider(engine, store, policy, log, auth.WithWorker(auth.WakeWorker(b.wake))),
 		Ready:   func(ctx context.Context) error { return postgres.Ready(ctx, pool) }, Logger: log, Version: "test"})
 	if o.tweak != nil {
 		o.tweak(b.srv)

@@ -144,10 +144,8 @@ func (s *Server) slackDecide(ctx context.Context, slackID, itrID string) map[str
 		return ephemeral("That task is not known to Gatehouse; nothing was decided.")
 	}
 	p := auth.Principal{Name: u.Username, Role: u.Role, Kinds: u.Kinds, Kind: auth.KindUser, ID: u.ID}
-	lease, settle := s.offerWorker()
 	out, err := s.decider.DecideOn(ctx, p, auth.Subject{Task: task, Interrupt: itr},
-		graph.DecisionInput{InterruptID: itr.ID, Action: graph.ActionApprove, Lease: lease})
-	settle(task.ID)
+		graph.DecisionInput{InterruptID: itr.ID, Action: graph.ActionApprove})
 	kind := notify.KindLabel(itr.Kind)
 	var (
 		fb *auth.ForbiddenError
@@ -184,9 +182,6 @@ func (s *Server) slackDecide(ctx context.Context, slackID, itrID string) map[str
 	if out.Pending() {
 		return ephemeral(fmt.Sprintf("Your approval of %s (%s) is recorded: %s; it waits for another approver.",
 			kind, title, out.Progress()))
-	}
-	if !leased(out.Decision) {
-		s.wakeRunner()
 	}
 	text := fmt.Sprintf("✅ *%s* approved %s of %s at %s.", notify.SlackEscape(p.Name), kind, title,
 		out.Decision.DecidedAt.UTC().Format(time.RFC3339))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -19,7 +18,6 @@ import (
 // Limits of the task API.
 const (
 	maxTitle          = 200
-	defaultTitleRunes = 80
 	defaultTaskLimit  = 50
 	maxTaskLimit      = 200
 	defaultEventLimit = 1000
@@ -58,8 +56,6 @@ func (s *Server) createTask(c echo.Context) error {
 		return badRequest("title", "title is longer than %d characters", maxTitle)
 	case !utf8.ValidString(title):
 		return badRequest("title", "title is not valid UTF-8")
-	case title == "":
-		title = defaultTitle(req.Workflow, req.Input)
 	}
 	ctx := c.Request().Context()
 	t, err := s.engine.Create(ctx, graph.NewTask{Workflow: req.Workflow, Title: title, Input: req.Input,
@@ -70,44 +66,6 @@ func (s *Server) createTask(c echo.Context) error {
 	s.wakeRunner()
 	c.Response().Header().Set(echo.HeaderLocation, "/api/v1/tasks/"+t.ID)
 	return s.renderTask(c, http.StatusCreated, t.ID)
-}
-
-// defaultTitle is a short excerpt of the input: its first text among the
-// usual fields, else any text, else the workflow's name.
-func defaultTitle(workflow string, input json.RawMessage) string {
-	var m map[string]any
-	if json.Unmarshal(input, &m) == nil {
-		for _, k := range []string{"title", "description", "question", "prompt", "topic", "subject", "name"} {
-			if v, ok := m[k].(string); ok && strings.TrimSpace(v) != "" {
-				return excerpt(v, defaultTitleRunes)
-			}
-		}
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			if v, ok := m[k].(string); ok && strings.TrimSpace(v) != "" {
-				return excerpt(v, defaultTitleRunes)
-			}
-		}
-	}
-	return workflow
-}
-
-// excerpt is s on one line, cut at a word boundary to at most n runes.
-func excerpt(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)[:n-1]
-	cut := string(r)
-	if i := strings.LastIndexByte(cut, ' '); i > n/2 {
-		cut = cut[:i]
-	}
-	return strings.TrimRight(cut, " .,;:") + "…"
 }
 
 // renderTask writes the task as stored now, with its pending interrupt

@@ -244,6 +244,8 @@ func New(p llm.Provider, opts ...Option) (*graph.Graph[State], error) {
 	return graph.New[State](Name).
 		StateVersion(StateVersion).
 		Describe("Analysis", "A conversational analysis of a question and attached files: the analyst asks, you answer, until you reply SOLUTION APPROVED.").
+		Deliverable(ArtifactAnalysis).
+		Raises(InterruptQuestion).
 		Node(NodePrepare, w.prepare, prep...).
 		Node(NodeAsk, ask, graph.WithDescription("The analyst's message waits for your answer (a question interrupt).")).
 		Route(NodePrepare, next, NodeAsk+"=ask the human", graph.END+"=solution approved").

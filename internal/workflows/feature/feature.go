@@ -205,6 +205,7 @@ func New(exec Executor, opts ...Option) (*graph.Graph[State], error) {
 		StateVersion(StateVersion).
 		ValidateState(validateState).
 		Describe("Feature", "From a feature request to a merge: analysis, PRD (approved), research, plan (approved), implementation and merge (approved).").
+		Deliverable(MergeFile).
 		Node(NodeAnalyze, w.analyze, withDesc("The analyst names and summarises the request (spec.yaml).", prod)...).
 		Node(NodeValidateSpecAnalyze, w.validateSpecAnalyze, graph.WithDescription("Checks spec.yaml has a name and a summary.")).
 		Node(NodeRequirements, w.requirements, withDesc("The product manager writes the PRD into spec.yaml.", prod)...).

@@ -324,6 +324,7 @@ func New(p llm.Provider, opts ...Option) (*graph.Graph[State], error) {
 	return graph.New[State](Name).
 		StateVersion(StateVersion).
 		Describe("Project task", "A project manager plans a task in steps, dispatches them to workers, verifies each result against the acceptance criteria with bounded retries, and summarises.").
+		Deliverable(ArtifactSummary).
 		Node(NodeLoadTaskContext, w.loadTaskContext, graph.WithDescription("Reads the task and its acceptance criteria; computes the effective preferences.")).
 		Node(NodePlanSteps, w.planSteps, with(w.cfg.timeout, "The planner splits the task into steps with expected outputs and evidence (plan.yaml).")...).
 		Node(NodeHasNextStep, hasNextStep, graph.WithDescription("Is a step left?")).

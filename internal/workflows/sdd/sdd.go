@@ -249,6 +249,7 @@ func New(p llm.Provider, opts ...Option) (*graph.Graph[State], error) {
 		StateVersion(StateVersion).
 		Describe("Software design document",
 			"From a project brief to an approved software design document: HLD, LLD and database design, reviewed and revised, formatted, approved by a human.").
+		Deliverable(ArtifactSDD).
 		Node(NodeDraftHLD, w.draftHLD, agentNode("The system architect drafts the high-level design (hld.md).")...).
 		Node(NodeDraftLLD, w.draftLLD, agentNode("The API and data designer drafts the low-level design (lld.md).")...).
 		Node(NodeDesignDatabase, w.designDatabase, agentNode("The database designer writes the schema (database.md).")...).

@@ -243,6 +243,8 @@ func New(p llm.Provider, opts ...Option) (*graph.Graph[State], error) {
 	return graph.New[State](Name).
 		StateVersion(StateVersion).
 		Describe("Slogan", "A writer and a reviewer refine a slogan until the reviewer says SHIP IT! or the turns run out.").
+		Deliverable(ArtifactSlogan).
+		Raises(InterruptReview).
 		Node(NodeWriter, w.writer, llmNode("The writer proposes a slogan (slogan.txt), using the last review as feedback.")...).
 		Node(NodeReviewer, w.reviewer, llmNode("The reviewer (an LLM, or a human with human_reviewer) reviews it (review.txt).")...).
 		Node(NodeDecide, w.decide, graph.WithDescription("Records the turn; approved when the review says SHIP IT!, else another turn until max_turns.")).
