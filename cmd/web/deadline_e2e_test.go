@@ -246,6 +246,7 @@ func TestE2EPolicyFileErrorsExitTwo(t *testing.T) {
 		{"kinds:\n  prd:\n    deadline: -1h\n", ":3: kinds.prd.deadline: -1h is shorter than the minimum of 1s"},
 		{"kinds:\n  prd:\n    deadline: 1h\n    on_timeout: fial\n", ":4: kinds.prd.on_timeout: want fail, approve, cancel or none"},
 		{"kinds:\n  prd:\n    deadline: 1h\n    reminders: [2h]\n", ":4: kinds.prd.reminders:"},
+		{"kinds:\n  question:\n    deadline: 1h\n    on_timeout: approve\n", ":4: kinds.question.on_timeout: approve cannot answer a question"},
 	}
 	for _, c := range cases {
 		path := writePolicyFile(t, c.text)

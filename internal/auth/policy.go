@@ -14,14 +14,12 @@ import (
 // timekeeper adapts a Policy to it; the store that fires the timers reads
 // it.
 type TimerPolicy interface {
-	// ReminderTo names who a reminder of an interrupt of kind at
-	// escalation level goes to ("role:approver", "group:leads", …).
-	ReminderTo(kind string, level int) []string
 	// Added names whom escalation step level of kind adds.
 	Added(kind string, level int) []string
 	// Recipients is who of candidates may decide an interrupt of kind at
 	// escalation level, less the task's creator where separation of
-	// duties bars them: whom a reminder mails (less who decided).
+	// duties bars them: whom a reminder names and mails (less who
+	// decided).
 	Recipients(kind string, level int, creator string, candidates []Principal) []Principal
 	// EscalationRecipients is who of candidates escalation step level of
 	// kind lets decide and who could not before it: whom its notice

@@ -339,7 +339,15 @@ func (pp *policyParser) kind(kind string, n *yaml.Node, groups map[string][]stri
 			kp.Deadline, _ = pp.duration(v, dk)
 		case "on_timeout":
 			switch s := strings.TrimSpace(v.Value); s {
-			case OnTimeoutFail, OnTimeoutApprove, OnTimeoutCancel, OnTimeoutNone:
+			case OnTimeoutApprove:
+				if kind == graph.InterruptQuestion {
+					// A question waits for an answer: no one can
+					// approve it on the asker's behalf.
+					pp.fail(v, dk, "approve cannot answer a question: want fail, cancel or none")
+					return
+				}
+				kp.OnTimeout = s
+			case OnTimeoutFail, OnTimeoutCancel, OnTimeoutNone:
 				kp.OnTimeout = s
 			default:
 				pp.fail(v, dk, "want fail, approve, cancel or none")

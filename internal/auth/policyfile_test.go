@@ -166,6 +166,8 @@ func TestPolicyFileErrors(t *testing.T) {
 		{"TooShort", "kinds:\n  prd:\n    deadline: 500ms\n", "kinds.prd.deadline: 500ms is shorter than the minimum of 1s"},
 		{"OnTimeoutMisspelt", "kinds:\n  prd:\n    deadline: 1h\n    on_timeout: fial\n",
 			"policy.yaml:4: kinds.prd.on_timeout: want fail, approve, cancel or none"},
+		{"ApproveAQuestion", "kinds:\n  question:\n    deadline: 1h\n    on_timeout: approve\n",
+			"policy.yaml:4: kinds.question.on_timeout: approve cannot answer a question: want fail, cancel or none"},
 		{"ReminderAfterDeadline", "kinds:\n  prd:\n    deadline: 1h\n    reminders: [2h]\n",
 			"policy.yaml:4: kinds.prd.reminders: 2h0m0s before a deadline of 1h0m0s would be before the interrupt is raised"},
 		{"RemindersWithoutDeadline", "kinds:\n  prd:\n    reminders: [2h]\n", "policy.yaml:3: kinds.prd.reminders: reminders count back from the deadline"},

@@ -35,17 +35,6 @@ func (p Policy) Schedule(task *graph.Task, itr *graph.Interrupt) {
 	}
 }
 
-// ReminderTo names who a reminder of an interrupt of kind at escalation
-// level goes to: the deciders' references, or role:approver when every
-// approver decides.
-func (p Policy) ReminderTo(kind string, level int) []string {
-	a := p.Deciders(kind, level)
-	if a.Everyone {
-		return []string{"role:approver"}
-	}
-	return refStrings(a.Refs)
-}
-
 // AddedNames is Added as strings ("group:leads").
 func (p Policy) AddedNames(kind string, level int) []string { return refStrings(p.Added(kind, level)) }
 

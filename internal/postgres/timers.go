@@ -55,7 +55,9 @@ func (s *Store) NextTimer(ctx context.Context) (at time.Time, ok bool, err error
 //     pending interrupt (interrupt.expired by system) and fails the task,
 //     records system's approval, or cancels it; with none, the interrupt
 //     is marked overdue (interrupt.overdue), once;
-//   - a reminder writes interrupt.reminder (data.offset, data.to);
+//   - a reminder writes interrupt.reminder (data.offset; data.to, the
+//     names of the deciders at the interrupt's escalation level who have
+//     not decided);
 //   - an escalation step raises the escalation level and writes
 //     interrupt.escalated (data.level, data.added).
 //
@@ -199,13 +201,10 @@ func (s *Store) fireTimers(ctx context.Context, limit int, pol auth.TimerPolicy)
 			return 0, nil, fmt.Errorf("fire timers: reminders: %w", err)
 		}
 		for _, r := range rows {
-			var to []string
-			if pol != nil {
-				to = pol.ReminderTo(r.Kind, int(r.EscalationLevel))
-			}
 			for _, off := range offset[r.ID] {
+				// data.to is filled in by audiences, below.
 				data := map[string]any{"interrupt_id": r.ID.String(), "kind": r.Kind, "actor": systemActor,
-					"offset": shortDuration(time.Duration(off * float64(time.Second))), "to": orEmptyStrings(to)}
+					"offset": shortDuration(time.Duration(off * float64(time.Second))), "to": []string{}}
 				if r.DeadlineAt != nil {
 					data["deadline"] = r.DeadlineAt.UTC().Format(time.RFC3339Nano)
 				}
@@ -291,13 +290,16 @@ func (s *Store) fireTimers(ctx context.Context, limit int, pol auth.TimerPolicy)
 			evs = append(evs, timerEvent{task: r.TaskID, typ: EventInterruptOverdue, node: r.Node, iteration: r.Iteration, data: data})
 		}
 	}
+	if err := s.audiences(ctx, q, evs, pol); err != nil {
+		return 0, nil, err
+	}
 	notes, err := appendEvents(ctx, q, evs)
 	if err != nil {
 		return 0, nil, err
 	}
 	// The notifications of these events, in their transaction: none is
 	// lost in a crash, none sent for a firing that did not commit.
-	sent, err := s.enqueueNotices(ctx, tx, evs, pol)
+	sent, err := s.enqueueNotices(ctx, tx, evs)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -381,8 +383,8 @@ func shortDuration(d time.Duration) string {
 func (s *Store) OnTimer(f func(due time.Time)) { s.onTimer = f }
 
 // enqueueNotices writes the outbox rows of evs in tx, in one round trip
-// (and, with email, one more to find whom reminders and escalations mail).
-func (s *Store) enqueueNotices(ctx context.Context, tx pgx.Tx, evs []timerEvent, pol auth.TimerPolicy) ([]notify.Delivery, error) {
+// (audiences said whom reminders and escalations mail).
+func (s *Store) enqueueNotices(ctx context.Context, tx pgx.Tx, evs []timerEvent) ([]notify.Delivery, error) {
 	if !s.outbox.Email {
 		// Without mail, only webhooks take these (Slack takes raises
 		// only): none configured, nothing to write — a burst of 10,000
@@ -393,11 +395,6 @@ func (s *Store) enqueueNotices(ctx context.Context, tx pgx.Tx, evs []timerEvent,
 		}
 		if !any {
 			return nil, nil
-		}
-	}
-	if s.outbox.Email {
-		if err := s.mailAudiences(ctx, s.q.WithTx(tx), evs, pol); err != nil {
-			return nil, err
 		}
 	}
 	b := &pgx.Batch{}
@@ -417,38 +414,45 @@ func (s *Store) enqueueNotices(ctx context.Context, tx pgx.Tx, evs []timerEvent,
 	return slices.Concat(written...), nil
 }
 
-// mailAudiences fills in whom the reminders and escalations of evs mail,
-// as the policy says at each interrupt's escalation level (SPEC §12):
-// a reminder, the deciders who have not decided (an approval of a kind
-// needing several is a decision); an escalation, the deciders its step
-// added — users named by the step who may decide the kind, and could not
-// before. Both leave out users without an address, disabled ones, and a
-// creator that separation of duties bars. Three statements per batch of
-// timers, none per timer.
-func (s *Store) mailAudiences(ctx context.Context, q *dbsqlc.Queries, evs []timerEvent, pol auth.TimerPolicy) error {
+// audiences names the deciders of the reminders of evs (data.to: who may
+// decide at the interrupt's escalation level and has not decided — an
+// approval of a kind needing several is a decision — less a creator that
+// separation of duties bars; escalated deciders included) and, with email
+// on, fills in whom the notices of reminders and escalations mail: a
+// reminder, those of its data.to with an address; an escalation, the
+// deciders its step added — users named by the step who may decide the
+// kind, and could not before (SPEC §12). Disabled users are never named.
+// Three statements per batch of timers, none per timer; none when the
+// batch has no reminder and mails nothing.
+func (s *Store) audiences(ctx context.Context, q *dbsqlc.Queries, evs []timerEvent, pol auth.TimerPolicy) error {
 	var tasks, itrs []uuid.UUID
 	for _, e := range evs {
-		if e.mail != mailAsSaid && e.notice != nil && e.notice.interruptID != nil {
-			tasks, itrs = append(tasks, e.task), append(itrs, *e.notice.interruptID)
+		if e.notice == nil || e.notice.interruptID == nil || e.mail == mailAsSaid || e.mail == mailAdded && !s.outbox.Email {
+			continue
 		}
+		tasks, itrs = append(tasks, e.task), append(itrs, *e.notice.interruptID)
 	}
 	if len(itrs) == 0 || pol == nil {
 		return nil
 	}
-	users, err := q.UsersMailable(ctx)
+	users, err := q.UsersDeciding(ctx)
 	if err != nil {
-		return fmt.Errorf("outbox: mailable users: %w", err)
+		return fmt.Errorf("timer audiences: users: %w", err)
 	}
 	if len(users) == 0 {
 		return nil
 	}
 	candidates := make([]auth.Principal, len(users))
+	var mailable []auth.Principal
 	for i, u := range users {
 		candidates[i] = auth.Principal{Name: u.Username, Role: auth.Role(u.Role), Kinds: u.Kinds, Kind: auth.KindUser}
+		if u.Mailable {
+			mailable = append(mailable, candidates[i])
+		}
 	}
 	creators, err := q.TaskCreators(ctx, tasks)
 	if err != nil {
-		return fmt.Errorf("outbox: task creators: %w", err)
+		return fmt.Errorf("timer audiences: task creators: %w", err)
 	}
 	creator := make(map[uuid.UUID]string, len(creators))
 	for _, c := range creators {
@@ -456,31 +460,40 @@ func (s *Store) mailAudiences(ctx context.Context, q *dbsqlc.Queries, evs []time
 	}
 	approvals, err := q.InterruptApprovers(ctx, itrs)
 	if err != nil {
-		return fmt.Errorf("outbox: approvals: %w", err)
+		return fmt.Errorf("timer audiences: approvals: %w", err)
 	}
 	decided := map[uuid.UUID][]string{}
 	for _, a := range approvals {
 		decided[a.InterruptID] = append(decided[a.InterruptID], a.Approver)
 	}
-	for i := range evs {
-		e := &evs[i]
-		if e.mail == mailAsSaid || e.notice == nil || e.notice.interruptID == nil {
-			continue
-		}
-		var to []auth.Principal
-		switch e.mail {
-		case mailUndecided:
-			to = pol.Recipients(e.notice.kind, e.level, creator[e.task], candidates)
-		case mailAdded:
-			to = pol.EscalationRecipients(e.notice.kind, e.level, creator[e.task], candidates)
-		}
+	undecided := func(e *timerEvent, to []auth.Principal) []string {
 		names := make([]string, 0, len(to))
 		for _, p := range to {
 			if !slices.Contains(decided[*e.notice.interruptID], p.Name) {
 				names = append(names, p.Name)
 			}
 		}
-		e.notice.users = names
+		return names
+	}
+	for i := range evs {
+		e := &evs[i]
+		if e.notice == nil || e.notice.interruptID == nil {
+			continue
+		}
+		switch e.mail {
+		case mailUndecided:
+			to := pol.Recipients(e.notice.kind, e.level, creator[e.task], candidates)
+			e.data["to"] = undecided(e, to)
+			if s.outbox.Email {
+				e.notice.users = undecided(e, slices.DeleteFunc(to, func(p auth.Principal) bool {
+					return !slices.ContainsFunc(mailable, func(m auth.Principal) bool { return m.Name == p.Name })
+				}))
+			}
+		case mailAdded:
+			if s.outbox.Email {
+				e.notice.users = undecided(e, pol.EscalationRecipients(e.notice.kind, e.level, creator[e.task], mailable))
+			}
+		}
 	}
 	return nil
 }

@@ -55,9 +55,6 @@ func New(store Store, policy auth.Policy, log *slog.Logger) *Keeper {
 
 type policyAdapter struct{ p auth.Policy }
 
-func (a policyAdapter) ReminderTo(kind string, level int) []string {
-	return a.p.ReminderTo(kind, level)
-}
 func (a policyAdapter) Added(kind string, level int) []string { return a.p.AddedNames(kind, level) }
 
 // Poke tells the keeper a timer due at due was scheduled (zero: something

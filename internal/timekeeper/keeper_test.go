@@ -286,11 +286,17 @@ kinds:
     escalate: [{after: 1s, to: [group:leads]}]
 `)
 	b := setup(t, pol.Schedule)
+	ctx := context.Background()
+	svc := auth.NewService(auth.Config{Store: b.store})
+	for _, name := range []string{"carol", "bob"} {
+		if _, err := svc.AddUser(ctx, "test", name, "a long enough password", auth.RoleApprover, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	itr := b.waiting(t, 1, "ann")[0]
 	if itr.Deadline == nil || len(itr.Timers) != 4 {
 		t.Fatalf("schedule: %+v", itr)
 	}
-	ctx := context.Background()
 	d := auth.NewDecider(b.engine, b.store, pol, nil)
 	alice := auth.Principal{Name: "alice", Role: auth.RoleApprover}
 	task, _ := b.store.Task(ctx, itr.TaskID)
@@ -318,7 +324,7 @@ kinds:
 	if err := b.pool.QueryRow(ctx, "SELECT data::text FROM task_events WHERE type = 'interrupt.reminder'").Scan(&data); err != nil {
 		t.Fatal(err)
 	}
-	if !contains(data, `"offset": "59m59s"`) || !contains(data, `"to": ["user:carol"`) {
+	if !contains(data, `"offset": "59m59s"`) || !contains(data, `"to": ["carol"]`) {
 		t.Errorf("reminder data %s", data)
 	}
 	if n := b.count(t, "SELECT count(*) FROM interrupt_timers"); n != 2 {
@@ -423,14 +429,25 @@ kinds:
 		step  int
 		event string
 		want  []string
+		to    string // a reminder's data.to: the deciders who have not decided, by name
 	}{
-		{"reminder", 1, "interrupt.reminder", []string{"root"}},                // level 0, less alice (approved) and ann (SoD)
-		{"escalate", 1, "interrupt.escalated", []string{"lena"}},               // not vic, a viewer
-		{"escalate", 2, "interrupt.escalated", []string{"zed"}},                // role:approver: not ann, nomail, gone
-		{"reminder", 2, "interrupt.reminder", []string{"lena", "root", "zed"}}, // level 2
+		{"reminder", 1, "interrupt.reminder", []string{"root"}, `["root"]`},                                         // level 0, less alice (approved) and ann (SoD)
+		{"escalate", 1, "interrupt.escalated", []string{"lena"}, ""},                                                // not vic, a viewer
+		{"escalate", 2, "interrupt.escalated", []string{"zed"}, ""},                                                 // role:approver: not ann, nomail, gone
+		{"reminder", 2, "interrupt.reminder", []string{"lena", "root", "zed"}, `["lena", "nomail", "root", "zed"]`}, // level 2; nomail is named, not mailed
 	} {
 		if got := fire(c.what, c.step, c.event); !slices.Equal(got, c.want) {
 			t.Errorf("%s %d: mailed %v, want %v", c.what, c.step, got, c.want)
+		}
+		if c.to == "" {
+			continue
+		}
+		var to string
+		if err := b.pool.QueryRow(ctx, `SELECT (data->'to')::text FROM task_events WHERE type = 'interrupt.reminder' ORDER BY seq DESC LIMIT 1`).Scan(&to); err != nil {
+			t.Fatal(err)
+		}
+		if to != c.to {
+			t.Errorf("%s %d: data.to %s, want %s", c.what, c.step, to, c.to)
 		}
 	}
 }

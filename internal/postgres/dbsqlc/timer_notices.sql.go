@@ -43,6 +43,7 @@ func (q *Queries) InterruptApprovers(ctx context.Context, ids []uuid.UUID) ([]In
 }
 
 const taskCreators = `-- name: TaskCreators :many
+
 SELECT id, created_by FROM tasks WHERE id = ANY ($1::uuid[])
 `
 
@@ -51,6 +52,9 @@ type TaskCreatorsRow struct {
 	CreatedBy string
 }
 
+// Who reminders name (SPEC §11) and whom the notices of timer events
+// (reminders, escalations; SPEC §12) mail: the policy picks them
+// (auth.Policy.Recipients) from these.
 // TaskCreators names the creator of each task.
 func (q *Queries) TaskCreators(ctx context.Context, ids []uuid.UUID) ([]TaskCreatorsRow, error) {
 	rows, err := q.db.Query(ctx, taskCreators, ids)
@@ -72,31 +76,34 @@ func (q *Queries) TaskCreators(ctx context.Context, ids []uuid.UUID) ([]TaskCrea
 	return items, nil
 }
 
-const usersMailable = `-- name: UsersMailable :many
-
-SELECT username, role, kinds FROM users WHERE email <> '' AND NOT disabled ORDER BY username
+const usersDeciding = `-- name: UsersDeciding :many
+SELECT username, role, kinds, (email <> '')::bool AS mailable FROM users WHERE NOT disabled ORDER BY username
 `
 
-type UsersMailableRow struct {
+type UsersDecidingRow struct {
 	Username string
 	Role     string
 	Kinds    []string
+	Mailable bool
 }
 
-// Who the notices of timer events (reminders, escalations; SPEC §12) are
-// mailed to: the policy picks them (auth.Policy.Recipients) from these.
-// UsersMailable lists the users who can be mailed: an address, not
-// disabled.
-func (q *Queries) UsersMailable(ctx context.Context) ([]UsersMailableRow, error) {
-	rows, err := q.db.Query(ctx, usersMailable)
+// UsersDeciding lists the users who may be named as deciders: not
+// disabled; mailable when they have an address.
+func (q *Queries) UsersDeciding(ctx context.Context) ([]UsersDecidingRow, error) {
+	rows, err := q.db.Query(ctx, usersDeciding)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []UsersMailableRow{}
+	items := []UsersDecidingRow{}
 	for rows.Next() {
-		var i UsersMailableRow
-		if err := rows.Scan(&i.Username, &i.Role, &i.Kinds); err != nil {
+		var i UsersDecidingRow
+		if err := rows.Scan(
+			&i.Username,
+			&i.Role,
+			&i.Kinds,
+			&i.Mailable,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
