@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/gatehousehq/gatehouse/graph"
 )
 
 // PolicyError is one problem of a policy file, reported as
