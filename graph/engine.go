@@ -418,6 +418,12 @@ func (g *Graph[S]) run(ctx context.Context, e *Engine, snap *Snapshot, fence int
 		if itr == nil || itr.ID != x.cp.PendingInterrupt {
 			return Outcome{}, &StateError{TaskID: x.task.ID, Err: fmt.Errorf("pending interrupt %s is missing", x.cp.PendingInterrupt)}
 		}
+		if d == nil && itr.Status != InterruptPending {
+			// It ended undecided (its deadline failed the task, which
+			// is now retried): ask again, afresh — a new interrupt with
+			// the same question, its own deadline and timers.
+			return x.raise(ctx, c, itr.Node, itr.Kind, itr.Iteration, itr.Payload)
+		}
 		if d == nil {
 			return Outcome{Status: StatusWaiting, Interrupt: itr}, nil
 		}

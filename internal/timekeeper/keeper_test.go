@@ -235,6 +235,24 @@ func TestOnTimeout(t *testing.T) {
 				if task.Status != graph.StatusFailed || task.Error != want {
 					t.Errorf("task %s %q, want failed %q", task.Status, task.Error, want)
 				}
+				// A retry raises a fresh interrupt at the same gate,
+				// decidable, with its own deadline: not the expired one.
+				if err := b.store.Retry(ctx, itr.TaskID, "ann"); err != nil {
+					t.Fatalf("retry: %v", err)
+				}
+				retried, err := b.store.Task(ctx, itr.TaskID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := b.engine.Run(ctx, itr.TaskID, retried.Fence)
+				if err != nil || res.Interrupt == nil || res.Interrupt.ID == itr.ID || res.Interrupt.Node != itr.Node ||
+					res.Interrupt.Status != graph.InterruptPending || res.Interrupt.Deadline == nil {
+					t.Fatalf("after retry: %+v %v", res, err)
+				}
+				if _, err := b.engine.Decide(ctx, itr.TaskID, graph.DecisionInput{InterruptID: res.Interrupt.ID,
+					Action: graph.ActionApprove, DecidedBy: "bob"}); err != nil {
+					t.Errorf("deciding the fresh interrupt: %v", err)
+				}
 			case auth.OnTimeoutCancel:
 				if task.Status != graph.StatusCancelled {
 					t.Errorf("task %s, want cancelled", task.Status)
