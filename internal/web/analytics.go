@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehousehq/gatehouse/internal/analytics"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 )
 
 // analyticsFilter reads since, until, kind and workflow of a request.
@@ -18,7 +19,7 @@ func analyticsFilter(c echo.Context) (analytics.Filter, error) {
 		strings.TrimSpace(q.Get("kind")), strings.TrimSpace(q.Get("workflow")), time.Now())
 	var fe *analytics.FieldError
 	if errors.As(err, &fe) {
-		return f, badRequest(fe.Field, "%s %s", fe.Field, fe.Message)
+		return f, response.BadRequest(fe.Field, "%s %s", fe.Field, fe.Message)
 	}
 	return f, err
 }
@@ -28,7 +29,7 @@ func analyticsFilter(c echo.Context) (analytics.Filter, error) {
 func (s *Server) analyticsAPI(c echo.Context) error {
 	format := c.QueryParam("format")
 	if format != "" && format != "json" && format != "csv" {
-		return badRequest("format", "format must be json or csv")
+		return response.BadRequest("format", "format must be json or csv")
 	}
 	f, err := analyticsFilter(c)
 	if err != nil {
@@ -48,5 +49,5 @@ func (s *Server) analyticsAPI(c echo.Context) error {
 		c.Response().Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
 		return c.Blob(http.StatusOK, "text/csv; charset=utf-8", b)
 	}
-	return writeJSON(c, http.StatusOK, r)
+	return response.JSON(c, http.StatusOK, r)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gatehousehq/gatehouse/internal/analytics"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/views"
 )
 
@@ -98,7 +99,7 @@ func (d *desk) analyticsPage(c echo.Context) error {
 		}
 		return kindURL("decided", f.Kind, w)
 	})
-	return d.write(c, http.StatusOK, views.AnalyticsView(a))
+	return response.Page(c, http.StatusOK, views.AnalyticsView(a))
 }
 
 // analyticsTasks: GET /analytics/tasks — the interrupts behind a figure.
@@ -115,7 +116,7 @@ func (d *desk) analyticsTasks(c echo.Context) error {
 		case "approve", "reject", "edit", "respond":
 			b.Actions = append(b.Actions, act)
 		default:
-			return badRequest("action", "action must be approve, reject, edit or respond")
+			return response.BadRequest("action", "action must be approve, reject, edit or respond")
 		}
 	}
 	switch b.What {
@@ -123,7 +124,7 @@ func (d *desk) analyticsTasks(c echo.Context) error {
 		b.What = "raised" // the first figure of the page
 	case "raised", "pending", "decided", "expired", "cancelled":
 	default:
-		return badRequest("what", "what must be raised, pending, decided, expired or cancelled")
+		return response.BadRequest("what", "what must be raised, pending, decided, expired or cancelled")
 	}
 	ctx := c.Request().Context()
 	rows, err := d.s.store.AnalyticsBehind(ctx, b)
@@ -157,14 +158,14 @@ func (d *desk) analyticsTasks(c echo.Context) error {
 		}
 		v.Rows = append(v.Rows, row)
 	}
-	return d.write(c, http.StatusOK, views.AnalyticsTasksView(v))
+	return response.Page(c, http.StatusOK, views.AnalyticsTasksView(v))
 }
 
 func ptr[T any](v T) *T { return &v }
 
 func verbOrStatus(r postgres.BehindRow) string {
 	if r.Action != "" {
-		return verb(r.Action)
+		return response.Verb(r.Action)
 	}
 	return r.Status
 }
@@ -185,7 +186,7 @@ func behindHeading(b postgres.Behind) string {
 		if len(b.Actions) > 0 {
 			var vs []string
 			for _, a := range b.Actions {
-				vs = append(vs, verb(a))
+				vs = append(vs, response.Verb(a))
 			}
 			s = "Decisions: " + strings.Join(vs, " or ")
 		}

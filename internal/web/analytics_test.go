@@ -13,7 +13,7 @@ import (
 )
 
 // analyticsKinds decodes a report's kinds by name.
-func analyticsKinds(t *testing.T, r response) (map[string]map[string]any, map[string]any) {
+func analyticsKinds(t *testing.T, r reply) (map[string]map[string]any, map[string]any) {
 	t.Helper()
 	var m map[string]any
 	r.json(t, &m)

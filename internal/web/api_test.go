@@ -15,6 +15,7 @@ import (
 
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
 )
@@ -301,72 +302,72 @@ func TestBadInput(t *testing.T) {
 		status       int
 		code, field  string
 	}{
-		{"UnknownWorkflow", "POST", tasks, `{"workflow":"nope","input":{}}`, 400, CodeUnknownWorkflow, "workflow"},
-		{"MissingWorkflow", "POST", tasks, `{"input":{"description":"x"}}`, 400, CodeBadRequest, "workflow"},
-		{"MissingInputField", "POST", tasks, `{"workflow":"feature","input":{}}`, 422, CodeInvalidInput, "input.description"},
-		{"NoInput", "POST", tasks, `{"workflow":"feature"}`, 422, CodeInvalidInput, "input.description"},
-		{"EmptyDescription", "POST", tasks, `{"workflow":"feature","input":{"description":"  "}}`, 422, CodeInvalidInput, "input.description"},
-		{"InputWrongType", "POST", tasks, `{"workflow":"feature","input":{"description":5}}`, 422, CodeInvalidInput, "input.description"},
-		{"InputNotObject", "POST", tasks, `{"workflow":"feature","input":"text"}`, 422, CodeInvalidInput, "input"},
-		{"InputUnknownField", "POST", tasks, `{"workflow":"feature","input":{"description":"x","colour":"red"}}`, 422, CodeInvalidInput, "input.colour"},
-		{"WrongType", "POST", tasks, `{"workflow":5,"input":{}}`, 400, CodeBadRequest, "workflow"},
-		{"TitleWrongType", "POST", tasks, `{"workflow":"feature","title":["a"],"input":{"description":"x"}}`, 400, CodeBadRequest, "title"},
-		{"UnknownField", "POST", tasks, fmt.Sprintf(`{"workflow":"feature","input":{"description":%q},"priority":1}`, desc), 400, CodeBadRequest, "priority"},
-		{"UnknownGate", "POST", tasks, fmt.Sprintf(`{"workflow":"feature","input":{"description":%q},"options":{"gates":{"allowAll":true}}}`, desc), 400, CodeBadRequest, "options.gates.allowAll"},
-		{"OptionsWrongType", "POST", tasks, fmt.Sprintf(`{"workflow":"feature","input":{"description":%q},"options":{"gates":true}}`, desc), 400, CodeBadRequest, "options"},
-		{"TitleTooLong", "POST", tasks, map[string]any{"workflow": "feature", "title": strings.Repeat("t", 201), "input": map[string]any{"description": desc}}, 400, CodeBadRequest, "title"},
-		{"TrailingData", "POST", tasks, fmt.Sprintf(`{"workflow":"feature","input":{"description":%q}} {}`, desc), 400, CodeBadRequest, ""},
-		{"NotJSON", "POST", tasks, `{"workflow":`, 400, CodeBadRequest, ""},
-		{"EmptyBody", "POST", tasks, "", 400, CodeBadRequest, ""},
-		{"ArrayBody", "POST", tasks, `[]`, 400, CodeBadRequest, ""},
-		{"OversizedBody", "POST", tasks, map[string]any{"workflow": "feature", "input": map[string]any{"description": strings.Repeat("x", maxBody)}}, 413, CodeTooLarge, ""},
-		{"OversizedChunkedBody", "POST", tasks, &chunked{s: fmt.Sprintf(`{"workflow":"feature","input":{"description":%q}}`, strings.Repeat("x", maxBody))}, 413, CodeTooLarge, ""},
+		{"UnknownWorkflow", "POST", tasks, `{"workflow":"nope","input":{}}`, 400, response.CodeUnknownWorkflow, "workflow"},
+		{"MissingWorkflow", "POST", tasks, `{"input":{"description":"x"}}`, 400, response.CodeBadRequest, "workflow"},
+		{"MissingInputField", "POST", tasks, `{"workflow":"feature","input":{}}`, 422, response.CodeInvalidInput, "input.description"},
+		{"NoInput", "POST", tasks, `{"workflow":"feature"}`, 422, response.CodeInvalidInput, "input.description"},
+		{"EmptyDescription", "POST", tasks, `{"workflow":"feature","input":{"description":"  "}}`, 422, response.CodeInvalidInput, "input.description"},
+		{"InputWrongType", "POST", tasks, `{"workflow":"feature","input":{"description":5}}`, 422, response.CodeInvalidInput, "input.description"},
+		{"InputNotObject", "POST", tasks, `{"workflow":"feature","input":"text"}`, 422, response.CodeInvalidInput, "input"},
+		{"InputUnknownField", "POST", tasks, `{"workflow":"feature","input":{"description":"x","colour":"red"}}`, 422, response.CodeInvalidInput, "input.colour"},
+		{"WrongType", "POST", tasks, `{"workflow":5,"input":{}}`, 400, response.CodeBadRequest, "workflow"},
+		{"TitleWrongType", "POST", tasks, `{"workflow":"feature","title":["a"],"input":{"description":"x"}}`, 400, response.CodeBadRequest, "title"},
+		{"UnknownField", "POST", tasks, fmt.Sprintf(`{"workflow":"feature","input":{"description":%q},"priority":1}`, desc), 400, response.CodeBadRequest, "priority"},
+		{"UnknownGate", "POST", tasks, fmt.Sprintf(`{"workflow":"feature","input":{"description":%q},"options":{"gates":{"allowAll":true}}}`, desc), 400, response.CodeBadRequest, "options.gates.allowAll"},
+		{"OptionsWrongType", "POST", tasks, fmt.Sprintf(`{"workflow":"feature","input":{"description":%q},"options":{"gates":true}}`, desc), 400, response.CodeBadRequest, "options"},
+		{"TitleTooLong", "POST", tasks, map[string]any{"workflow": "feature", "title": strings.Repeat("t", 201), "input": map[string]any{"description": desc}}, 400, response.CodeBadRequest, "title"},
+		{"TrailingData", "POST", tasks, fmt.Sprintf(`{"workflow":"feature","input":{"description":%q}} {}`, desc), 400, response.CodeBadRequest, ""},
+		{"NotJSON", "POST", tasks, `{"workflow":`, 400, response.CodeBadRequest, ""},
+		{"EmptyBody", "POST", tasks, "", 400, response.CodeBadRequest, ""},
+		{"ArrayBody", "POST", tasks, `[]`, 400, response.CodeBadRequest, ""},
+		{"OversizedBody", "POST", tasks, map[string]any{"workflow": "feature", "input": map[string]any{"description": strings.Repeat("x", response.MaxBody)}}, 413, response.CodeTooLarge, ""},
+		{"OversizedChunkedBody", "POST", tasks, &chunked{s: fmt.Sprintf(`{"workflow":"feature","input":{"description":%q}}`, strings.Repeat("x", response.MaxBody))}, 413, response.CodeTooLarge, ""},
 
-		{"UnknownAction", "POST", decisions, map[string]any{"interrupt_id": itr, "action": "maybe"}, 400, CodeBadRequest, "action"},
-		{"MissingAction", "POST", decisions, map[string]any{"interrupt_id": itr}, 400, CodeBadRequest, "action"},
-		{"RejectWithoutFeedback", "POST", decisions, map[string]any{"interrupt_id": itr, "action": "reject"}, 400, CodeBadRequest, "feedback"},
-		{"RejectBlankFeedback", "POST", decisions, map[string]any{"interrupt_id": itr, "action": "reject", "feedback": "  "}, 400, CodeBadRequest, "feedback"},
-		{"EditWithoutValue", "POST", decisions, map[string]any{"interrupt_id": itr, "action": "edit"}, 400, CodeBadRequest, "value"},
-		{"EditBrokenSpec", "POST", decisions, map[string]any{"interrupt_id": itr, "action": "edit", "value": "not: [yaml"}, 400, CodeBadRequest, "value"},
-		{"ActionNotOffered", "POST", decisions, map[string]any{"interrupt_id": itr, "action": "respond", "value": "x"}, 400, CodeBadRequest, "action"},
-		{"MissingInterruptID", "POST", decisions, map[string]any{"action": "approve"}, 400, CodeBadRequest, "interrupt_id"},
-		{"MalformedInterruptID", "POST", decisions, map[string]any{"interrupt_id": "nope", "action": "approve"}, 400, CodeBadRequest, "interrupt_id"},
-		{"DecisionUnknownField", "POST", decisions, map[string]any{"interrupt_id": itr, "action": "approve", "by": "me"}, 400, CodeBadRequest, "by"},
-		{"DecisionWrongType", "POST", decisions, map[string]any{"interrupt_id": itr, "action": "reject", "feedback": 3}, 400, CodeBadRequest, "feedback"},
-		{"OtherTasksInterrupt", "POST", decisions, map[string]any{"interrupt_id": other.PendingInterrupt.ID, "action": "approve"}, 404, CodeNotFound, "interrupt_id"},
-		{"UnknownInterrupt", "POST", decisions, map[string]any{"interrupt_id": graph.NewID(), "action": "approve"}, 404, CodeNotFound, "interrupt_id"},
-		{"DecisionUnknownTask", "POST", tasks + "/" + graph.NewID() + "/decisions", map[string]any{"interrupt_id": itr, "action": "approve"}, 404, CodeNotFound, ""},
-		{"ResolvedInterrupt", "POST", tasks + "/" + decided.ID + "/decisions", map[string]any{"interrupt_id": decided.PendingInterrupt.ID, "action": "approve"}, 409, CodeConflict, "interrupt_id"},
-		{"DecisionMalformedTask", "POST", tasks + "/x/decisions", map[string]any{"interrupt_id": itr, "action": "approve"}, 400, CodeBadRequest, "id"},
+		{"UnknownAction", "POST", decisions, map[string]any{"interrupt_id": itr, "action": "maybe"}, 400, response.CodeBadRequest, "action"},
+		{"MissingAction", "POST", decisions, map[string]any{"interrupt_id": itr}, 400, response.CodeBadRequest, "action"},
+		{"RejectWithoutFeedback", "POST", decisions, map[string]any{"interrupt_id": itr, "action": "reject"}, 400, response.CodeBadRequest, "feedback"},
+		{"RejectBlankFeedback", "POST", decisions, map[string]any{"interrupt_id": itr, "action": "reject", "feedback": "  "}, 400, response.CodeBadRequest, "feedback"},
+		{"EditWithoutValue", "POST", decisions, map[string]any{"interrupt_id": itr, "action": "edit"}, 400, response.CodeBadRequest, "value"},
+		{"EditBrokenSpec", "POST", decisions, map[string]any{"interrupt_id": itr, "action": "edit", "value": "not: [yaml"}, 400, response.CodeBadRequest, "value"},
+		{"ActionNotOffered", "POST", decisions, map[string]any{"interrupt_id": itr, "action": "respond", "value": "x"}, 400, response.CodeBadRequest, "action"},
+		{"MissingInterruptID", "POST", decisions, map[string]any{"action": "approve"}, 400, response.CodeBadRequest, "interrupt_id"},
+		{"MalformedInterruptID", "POST", decisions, map[string]any{"interrupt_id": "nope", "action": "approve"}, 400, response.CodeBadRequest, "interrupt_id"},
+		{"DecisionUnknownField", "POST", decisions, map[string]any{"interrupt_id": itr, "action": "approve", "by": "me"}, 400, response.CodeBadRequest, "by"},
+		{"DecisionWrongType", "POST", decisions, map[string]any{"interrupt_id": itr, "action": "reject", "feedback": 3}, 400, response.CodeBadRequest, "feedback"},
+		{"OtherTasksInterrupt", "POST", decisions, map[string]any{"interrupt_id": other.PendingInterrupt.ID, "action": "approve"}, 404, response.CodeNotFound, "interrupt_id"},
+		{"UnknownInterrupt", "POST", decisions, map[string]any{"interrupt_id": graph.NewID(), "action": "approve"}, 404, response.CodeNotFound, "interrupt_id"},
+		{"DecisionUnknownTask", "POST", tasks + "/" + graph.NewID() + "/decisions", map[string]any{"interrupt_id": itr, "action": "approve"}, 404, response.CodeNotFound, ""},
+		{"ResolvedInterrupt", "POST", tasks + "/" + decided.ID + "/decisions", map[string]any{"interrupt_id": decided.PendingInterrupt.ID, "action": "approve"}, 409, response.CodeConflict, "interrupt_id"},
+		{"DecisionMalformedTask", "POST", tasks + "/x/decisions", map[string]any{"interrupt_id": itr, "action": "approve"}, 400, response.CodeBadRequest, "id"},
 
-		{"MalformedID", "GET", tasks + "/not-a-uuid", nil, 400, CodeBadRequest, "id"},
-		{"UnknownTask", "GET", tasks + "/" + graph.NewID(), nil, 404, CodeNotFound, ""},
-		{"UnknownTaskEvents", "GET", tasks + "/" + graph.NewID() + "/events", nil, 404, CodeNotFound, ""},
-		{"UnknownTaskState", "GET", tasks + "/" + graph.NewID() + "/state", nil, 404, CodeNotFound, ""},
-		{"UnknownTaskArtifacts", "GET", tasks + "/" + graph.NewID() + "/artifacts", nil, 404, CodeNotFound, ""},
-		{"UnknownTaskCheckpoints", "GET", tasks + "/" + graph.NewID() + "/checkpoints", nil, 404, CodeNotFound, ""},
-		{"UnknownTaskCheckpoint", "GET", tasks + "/" + graph.NewID() + "/checkpoints/1", nil, 404, CodeNotFound, ""},
-		{"UnknownTaskStream", "GET", tasks + "/" + graph.NewID() + "/stream", nil, 404, CodeNotFound, ""},
-		{"StreamWithoutUpgrade", "GET", tasks + "/" + waiting.ID + "/stream", nil, 400, CodeBadRequest, ""},
-		{"BadStep", "GET", tasks + "/" + waiting.ID + "/checkpoints/first", nil, 400, CodeBadRequest, "step"},
-		{"UnknownStep", "GET", tasks + "/" + waiting.ID + "/checkpoints/9999", nil, 404, CodeNotFound, "step"},
-		{"BadAfter", "GET", tasks + "/" + waiting.ID + "/events?after=-1", nil, 400, CodeBadRequest, "after"},
-		{"BadEventLimit", "GET", tasks + "/" + waiting.ID + "/events?limit=0", nil, 400, CodeBadRequest, "limit"},
-		{"CancelFinished", "POST", tasks + "/" + finished.ID + "/cancel", nil, 409, CodeConflict, ""},
-		{"CancelUnknown", "POST", tasks + "/" + graph.NewID() + "/cancel", nil, 404, CodeNotFound, ""},
-		{"CancelMalformed", "POST", tasks + "/12/cancel", nil, 400, CodeBadRequest, "id"},
-		{"RetryWaiting", "POST", tasks + "/" + waiting.ID + "/retry", nil, 409, CodeConflict, ""},
-		{"RetrySucceeded", "POST", tasks + "/" + finished.ID + "/retry", nil, 409, CodeConflict, ""},
-		{"BadStatusFilter", "GET", tasks + "?status=done", nil, 400, CodeBadRequest, "status"},
-		{"BadLimit", "GET", tasks + "?limit=abc", nil, 400, CodeBadRequest, "limit"},
-		{"LimitTooLarge", "GET", tasks + "?limit=201", nil, 400, CodeBadRequest, "limit"},
-		{"LimitZero", "GET", tasks + "?limit=0", nil, 400, CodeBadRequest, "limit"},
-		{"BadCursor", "GET", tasks + "?cursor=bm9wZQ", nil, 400, CodeBadRequest, "cursor"},
-		{"GarbageCursor", "GET", tasks + "?cursor=***", nil, 400, CodeBadRequest, "cursor"},
-		{"BadInboxStatus", "GET", "/api/v1/interrupts?status=open", nil, 400, CodeBadRequest, "status"},
-		{"BadInboxLimit", "GET", "/api/v1/interrupts?limit=501", nil, 400, CodeBadRequest, "limit"},
-		{"UnknownRoute", "GET", "/api/v1/nothing", nil, 404, CodeNotFound, ""},
-		{"WrongMethod", "DELETE", tasks + "/" + waiting.ID, nil, 405, CodeMethodNotAllowed, ""},
+		{"MalformedID", "GET", tasks + "/not-a-uuid", nil, 400, response.CodeBadRequest, "id"},
+		{"UnknownTask", "GET", tasks + "/" + graph.NewID(), nil, 404, response.CodeNotFound, ""},
+		{"UnknownTaskEvents", "GET", tasks + "/" + graph.NewID() + "/events", nil, 404, response.CodeNotFound, ""},
+		{"UnknownTaskState", "GET", tasks + "/" + graph.NewID() + "/state", nil, 404, response.CodeNotFound, ""},
+		{"UnknownTaskArtifacts", "GET", tasks + "/" + graph.NewID() + "/artifacts", nil, 404, response.CodeNotFound, ""},
+		{"UnknownTaskCheckpoints", "GET", tasks + "/" + graph.NewID() + "/checkpoints", nil, 404, response.CodeNotFound, ""},
+		{"UnknownTaskCheckpoint", "GET", tasks + "/" + graph.NewID() + "/checkpoints/1", nil, 404, response.CodeNotFound, ""},
+		{"UnknownTaskStream", "GET", tasks + "/" + graph.NewID() + "/stream", nil, 404, response.CodeNotFound, ""},
+		{"StreamWithoutUpgrade", "GET", tasks + "/" + waiting.ID + "/stream", nil, 400, response.CodeBadRequest, ""},
+		{"BadStep", "GET", tasks + "/" + waiting.ID + "/checkpoints/first", nil, 400, response.CodeBadRequest, "step"},
+		{"UnknownStep", "GET", tasks + "/" + waiting.ID + "/checkpoints/9999", nil, 404, response.CodeNotFound, "step"},
+		{"BadAfter", "GET", tasks + "/" + waiting.ID + "/events?after=-1", nil, 400, response.CodeBadRequest, "after"},
+		{"BadEventLimit", "GET", tasks + "/" + waiting.ID + "/events?limit=0", nil, 400, response.CodeBadRequest, "limit"},
+		{"CancelFinished", "POST", tasks + "/" + finished.ID + "/cancel", nil, 409, response.CodeConflict, ""},
+		{"CancelUnknown", "POST", tasks + "/" + graph.NewID() + "/cancel", nil, 404, response.CodeNotFound, ""},
+		{"CancelMalformed", "POST", tasks + "/12/cancel", nil, 400, response.CodeBadRequest, "id"},
+		{"RetryWaiting", "POST", tasks + "/" + waiting.ID + "/retry", nil, 409, response.CodeConflict, ""},
+		{"RetrySucceeded", "POST", tasks + "/" + finished.ID + "/retry", nil, 409, response.CodeConflict, ""},
+		{"BadStatusFilter", "GET", tasks + "?status=done", nil, 400, response.CodeBadRequest, "status"},
+		{"BadLimit", "GET", tasks + "?limit=abc", nil, 400, response.CodeBadRequest, "limit"},
+		{"LimitTooLarge", "GET", tasks + "?limit=201", nil, 400, response.CodeBadRequest, "limit"},
+		{"LimitZero", "GET", tasks + "?limit=0", nil, 400, response.CodeBadRequest, "limit"},
+		{"BadCursor", "GET", tasks + "?cursor=bm9wZQ", nil, 400, response.CodeBadRequest, "cursor"},
+		{"GarbageCursor", "GET", tasks + "?cursor=***", nil, 400, response.CodeBadRequest, "cursor"},
+		{"BadInboxStatus", "GET", "/api/v1/interrupts?status=open", nil, 400, response.CodeBadRequest, "status"},
+		{"BadInboxLimit", "GET", "/api/v1/interrupts?limit=501", nil, 400, response.CodeBadRequest, "limit"},
+		{"UnknownRoute", "GET", "/api/v1/nothing", nil, 404, response.CodeNotFound, ""},
+		{"WrongMethod", "DELETE", tasks + "/" + waiting.ID, nil, 405, response.CodeMethodNotAllowed, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -430,7 +431,7 @@ func TestAuth(t *testing.T) {
 				t.Errorf("%s %s with %q: %d, want 401", rt.method, rt.path, auth, r.status)
 				continue
 			}
-			if e := r.apiErr(t); e.Code != CodeUnauthorized {
+			if e := r.apiErr(t); e.Code != response.CodeUnauthorized {
 				t.Errorf("%s %s: code %q", rt.method, rt.path, e.Code)
 			}
 			if r.header.Get("WWW-Authenticate") == "" {
@@ -525,7 +526,7 @@ func TestConcurrentDecisions(t *testing.T) {
 		switch {
 		case s == http.StatusAccepted:
 			won++
-		case s == http.StatusConflict && codes[i] == CodeConflict:
+		case s == http.StatusConflict && codes[i] == response.CodeConflict:
 			lost++
 		default:
 			t.Errorf("request %d: %d %s", i, s, codes[i])

@@ -9,6 +9,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/web/request"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 )
 
 // Limits of the audit trail.
@@ -43,14 +45,14 @@ func auditFilter(c echo.Context) (auth.AuditFilter, error) {
 		}
 		t, err := parseTime(raw)
 		if err != nil {
-			return f, badRequest(p.name, "%s must be a time such as 2026-01-02T15:04:05Z (RFC 3339) or 2026-01-02", p.name)
+			return f, response.BadRequest(p.name, "%s must be a time such as 2026-01-02T15:04:05Z (RFC 3339) or 2026-01-02", p.name)
 		}
 		*p.t = t
 	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
-		return f, badRequest("until", "until must be after since")
+		return f, response.BadRequest("until", "until must be after since")
 	}
-	limit, err := queryInt(c, "limit", defaultAuditLimit, 1, maxAuditLimit)
+	limit, err := request.QueryInt(c, "limit", defaultAuditLimit, 1, maxAuditLimit)
 	if err != nil {
 		return f, err
 	}
@@ -92,5 +94,5 @@ func (s *Server) auditAPI(c echo.Context) error {
 	for i := range evs {
 		out.Events = append(out.Events, auditJSON(&evs[i]))
 	}
-	return writeJSON(c, http.StatusOK, out)
+	return response.JSON(c, http.StatusOK, out)
 }

@@ -15,31 +15,13 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
 
-	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/langgraph"
+	"github.com/gatehousehq/gatehouse/internal/web/request"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 )
-
-// Context keys.
-const (
-	principalKey = "gatehouse.principal"
-	sessionKey   = "gatehouse.session"
-)
-
-// principalOf is who makes the request (zero when nobody authenticated).
-func principalOf(c echo.Context) auth.Principal {
-	p, _ := c.Get(principalKey).(auth.Principal)
-	return p
-}
-
-// sessionOf is the request's desk session, if it came with one.
-func sessionOf(c echo.Context) *auth.Session {
-	s, _ := c.Get(sessionKey).(*auth.Session)
-	return s
-}
 
 // Cookie names. Over HTTPS the session cookie carries the __Host- prefix:
 // the browser then refuses it unless Secure, host-only and for path /.
@@ -126,8 +108,7 @@ func (s *Server) fromSession(c echo.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	c.Set(principalKey, p)
-	c.Set(sessionKey, sess)
+	request.SetSession(c, p, sess)
 	return true, nil
 }
 
@@ -144,16 +125,6 @@ func (s *Server) recheck(c echo.Context) func(ctx context.Context) error {
 	return func(ctx context.Context) error { return s.auth.Valid(ctx, secret) }
 }
 
-// closeSessionEnded is the close code of a socket whose credentials ended
-// (1008 policy violation: htmx-ext-ws does not reconnect; the page's script
-// goes to the login page).
-const closeSessionEnded = websocket.ClosePolicyViolation
-
-// safeMethod reports a method that changes nothing.
-func safeMethod(m string) bool {
-	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
-}
-
 // csrfValid reports whether a state-changing request of a session carries
 // the session's CSRF token: the X-CSRF-Token header (htmx, scripts) or the
 // _csrf form field.
@@ -168,8 +139,8 @@ func csrfValid(c echo.Context, sess *auth.Session) bool {
 	return auth.CheckCSRF(sess.CSRFKey, token)
 }
 
-func csrfRefused() *Error {
-	return &Error{Status: http.StatusForbidden, Code: CodeForbidden,
+func csrfRefused() *response.Error {
+	return &response.Error{Status: http.StatusForbidden, Code: response.CodeForbidden,
 		Message: "missing or wrong CSRF token: reload the page and try again"}
 }
 
@@ -192,7 +163,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			if err != nil {
 				return err
 			}
-			c.Set(principalKey, p)
+			request.SetPrincipal(c, p)
 			return next(c)
 		}
 		ok, err := s.fromSession(c)
@@ -202,7 +173,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok {
 			return unauthorized(c)
 		}
-		if !safeMethod(r.Method) && !csrfValid(c, sessionOf(c)) {
+		if !request.SafeMethod(r.Method) && !csrfValid(c, request.Session(c)) {
 			return csrfRefused()
 		}
 		return next(c)
@@ -211,13 +182,13 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 
 func unauthorized(c echo.Context) error {
 	c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="gatehouse"`)
-	return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
+	return &response.Error{Status: http.StatusUnauthorized, Code: response.CodeUnauthorized,
 		Message: "a valid bearer token is required (Authorization: Bearer <token>)"}
 }
 
 // forbiddenRole refuses a principal whose role is below min.
-func forbiddenRole(p auth.Principal, min auth.Role) *Error {
-	return &Error{Status: http.StatusForbidden, Code: CodeForbidden,
+func forbiddenRole(p auth.Principal, min auth.Role) *response.Error {
+	return &response.Error{Status: http.StatusForbidden, Code: response.CodeForbidden,
 		Message: fmt.Sprintf("this needs the %s role; %s is %s", min, p.Name, article(string(p.Role)))}
 }
 
@@ -237,7 +208,7 @@ func article(role string) string {
 func (s *Server) need(min auth.Role) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if p := principalOf(c); !p.Can(min) {
+			if p := request.Principal(c); !p.Can(min) {
 				return forbiddenRole(p, min)
 			}
 			return next(c)
@@ -266,15 +237,6 @@ func (s *Server) RouteRoles() map[string]auth.Role {
 	return out
 }
 
-// mayRead is the one check of which tasks a principal may see: every
-// read of a task (API, stream, desk page, live page) goes through it.
-func mayRead(p auth.Principal, t *graph.Task) error {
-	if !auth.MaySee(p, t) {
-		return notFound("task")
-	}
-	return nil
-}
-
 // securityHeaders go on every response: no sniffing, no framing, no
 // referrer to other sites, and a content security policy without inline
 // script.
@@ -290,7 +252,7 @@ func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// Body limits outside the API (whose limit is maxBody): the new-task form
+// Body limits outside the API (whose limit is response.MaxBody): the new-task form
 // with its uploads, and every other form.
 const maxFormBody = 256 << 10
 
@@ -307,7 +269,7 @@ func limitDeskBody(next echo.HandlerFunc) echo.HandlerFunc {
 			limit = maxUpload
 		}
 		if r.ContentLength > limit {
-			return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
+			return &response.Error{Status: http.StatusRequestEntityTooLarge, Code: response.CodeTooLarge,
 				Message: fmt.Sprintf("request body is larger than %d bytes", limit)}
 		}
 		r.Body = http.MaxBytesReader(c.Response(), r.Body, limit)

@@ -25,6 +25,7 @@ import (
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/langgraph"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
 	"github.com/gatehousehq/gatehouse/static"
 )
@@ -509,7 +510,7 @@ func TestSeparationOfDutiesHTTP(t *testing.T) {
 	if r.status != http.StatusForbidden {
 		t.Fatalf("creator approving own merge: %d %s", r.status, r.body)
 	}
-	if e := r.apiErr(t); e.Code != CodeForbidden ||
+	if e := r.apiErr(t); e.Code != response.CodeForbidden ||
 		!strings.Contains(e.Message, "Separation of duties: token:alice started this task and may not approve its own merge") {
 		t.Fatalf("refusal: %+v", e)
 	}
@@ -890,7 +891,7 @@ func TestSecurityHeaders(t *testing.T) {
 	if status != http.StatusRequestEntityTooLarge {
 		t.Errorf("a login form over the limit: %d", status)
 	}
-	status, _, _ = send(t, http.MethodPost, e.base+"/api/v1/tasks", bytes.NewReader(make([]byte, maxBody+1)),
+	status, _, _ = send(t, http.MethodPost, e.base+"/api/v1/tasks", bytes.NewReader(make([]byte, response.MaxBody+1)),
 		map[string]string{"Authorization": "Bearer " + testToken, "Content-Type": "application/json"})
 	if status != http.StatusRequestEntityTooLarge {
 		t.Errorf("an API body over the limit: %d", status)
@@ -1039,7 +1040,7 @@ func TestAdminPages(t *testing.T) {
 // the token it was opened with is revoked, or the session logged out.
 func TestWebsocketEndsWithCredentials(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{token: testToken, tweak: func(s *Server) { s.pingPeriod = 50 * time.Millisecond }})
+	b := setup(t, setupOpts{token: testToken, tweak: func(s *Server) { s.sockets.PingPeriod = 50 * time.Millisecond }})
 	ctx := context.Background()
 	task := b.create(t, featureTask(nil))
 	secret, tok, err := b.srv.auth.CreateToken(ctx, "test", "watcher", auth.RoleViewer)

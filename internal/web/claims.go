@@ -10,6 +10,8 @@ import (
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/web/request"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 )
 
 // DefaultClaimTTL is how long a claim lasts when GATEHOUSE_CLAIM_TTL is
@@ -19,7 +21,7 @@ const DefaultClaimTTL = 30 * time.Minute
 func interruptParam(c echo.Context) (string, error) {
 	id := c.Param("id")
 	if !graph.ValidID(id) {
-		return "", badRequest("id", "id must be a uuid")
+		return "", response.BadRequest("id", "id must be a uuid")
 	}
 	return strings.ToLower(id), nil
 }
@@ -40,7 +42,7 @@ func (s *Server) interruptOf(c echo.Context) (*graph.Task, *graph.Interrupt, err
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := mayRead(principalOf(c), t); err != nil {
+	if err := request.MayRead(request.Principal(c), t); err != nil {
 		return nil, nil, err
 	}
 	return t, itr, nil
@@ -56,7 +58,7 @@ func (s *Server) renderInterrupt(c echo.Context, status int, t *graph.Task, itr 
 			return err
 		}
 	}
-	return writeJSON(c, status, out)
+	return response.JSON(c, status, out)
 }
 
 // getInterrupt: GET /api/v1/interrupts/:iid → Interrupt (with its task).
@@ -81,8 +83,8 @@ type claimRequest struct {
 func (s *Server) claimInterrupt(c echo.Context) error {
 	var req claimRequest
 	if c.Request().ContentLength != 0 {
-		if err := decodeBody(c, &req); err != nil {
-			if ae, ok := err.(*Error); !ok || !strings.Contains(ae.Message, "empty") {
+		if err := request.DecodeJSON(c, &req); err != nil {
+			if ae, ok := err.(*response.Error); !ok || !strings.Contains(ae.Message, "empty") {
 				return err
 			}
 		}
@@ -92,7 +94,7 @@ func (s *Server) claimInterrupt(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	who := principalOf(c)
+	who := request.Principal(c)
 	if err := s.decider.MayDecide(who, t, itr); err != nil {
 		return err
 	}
@@ -101,7 +103,7 @@ func (s *Server) claimInterrupt(c echo.Context) error {
 			return &auth.ForbiddenError{Reason: "taking over a claim needs the admin role; " + who.Name + " is a " + string(who.Role)}
 		}
 		if req.Reason == "" {
-			return badRequest("reason", "reason is required to take over a claim (it is audited)")
+			return response.BadRequest("reason", "reason is required to take over a claim (it is audited)")
 		}
 	}
 	got, err := s.store.ClaimInterrupt(c.Request().Context(), postgres.ClaimRequest{InterruptID: itr.ID, Who: who.Name,
@@ -119,7 +121,7 @@ func (s *Server) releaseInterrupt(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	who := principalOf(c)
+	who := request.Principal(c)
 	got, err := s.store.ReleaseInterrupt(c.Request().Context(), itr.ID, who.Name, who.Can(auth.RoleAdmin))
 	if err != nil {
 		return err

@@ -99,7 +99,7 @@ func TestDecisionReads(t *testing.T) {
 	tb, log := traced(t, b, policy)
 
 	w := b.waitingTask(t)
-	var r response
+	var r reply
 	got := log.record(func() {
 		r = tb.do(t, http.MethodPost, "/api/v1/tasks/"+w.ID+"/decisions",
 			map[string]any{"interrupt_id": w.PendingInterrupt.ID, "action": "approve"})

@@ -1,18 +1,16 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
-	"net/url"
-	"strings"
 
-	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/web/act"
+	"github.com/gatehousehq/gatehouse/internal/web/request"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/static"
 	"github.com/gatehousehq/gatehouse/views"
 )
@@ -74,7 +72,8 @@ func (s *Server) registerDesk() {
 	d.route(get, "/admin/tokens", admin, d.tokensPage, true)
 	d.route(post, "/admin/tokens", admin, d.createTokenForm, true)
 	d.route(post, "/admin/tokens/:id/revoke", admin, d.revokeTokenForm, true)
-	d.registerAct()
+	act.New(act.Deps{Store: s.store, Decider: s.decider, Assets: d.assets, Page: d.page,
+		Logger: s.log.With("component", "act")}).Register(router{s})
 	d.registerWebhooks()
 }
 
@@ -82,8 +81,8 @@ func (s *Server) registerDesk() {
 // is refused, and an error becomes an HTML error page with its status.
 func (d *desk) page(h echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if c.Request().Method == http.MethodPost && !sameOrigin(c.Request()) {
-			return d.errorPage(c, &Error{Status: http.StatusForbidden, Code: CodeForbidden,
+		if c.Request().Method == http.MethodPost && !request.SameOrigin(c.Request()) {
+			return d.errorPage(c, &response.Error{Status: http.StatusForbidden, Code: response.CodeForbidden,
 				Message: "This form was sent from another site."})
 		}
 		err := h(c)
@@ -97,9 +96,9 @@ func (d *desk) page(h echo.HandlerFunc) echo.HandlerFunc {
 // errorPage renders err as a page. 5xx causes are logged here (the client
 // sees a message only).
 func (d *desk) errorPage(c echo.Context, err error) error {
-	e := errorOf(err)
+	e := response.Of(err)
 	status := e.Status
-	if status == statusClientGone {
+	if status == response.StatusClientGone {
 		return nil
 	}
 	if status >= 500 {
@@ -113,7 +112,7 @@ func (d *desk) errorPage(c echo.Context, err error) error {
 	case http.StatusInternalServerError:
 		heading, msg = "Something went wrong", "The page could not be shown. Try again in a moment."
 	}
-	return d.write(c, status, views.ErrorView(views.ErrorPage{Page: d.pageMeta(c.Request().Context(), heading, ""),
+	return response.Page(c, status, views.ErrorView(views.ErrorPage{Page: d.pageMeta(c.Request().Context(), heading, ""),
 		Status: status, Heading: heading, Message: msg}))
 }
 
@@ -122,18 +121,6 @@ func (d *desk) errorPage(c echo.Context, err error) error {
 // allowEval off and its injected styles off).
 const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'"
-
-// write renders comp into a buffer, then writes it with status: a render
-// error never leaves half a page behind a 200.
-func (d *desk) write(c echo.Context, status int, comp templ.Component) error {
-	var buf bytes.Buffer
-	if err := comp.Render(c.Request().Context(), &buf); err != nil {
-		return fmt.Errorf("render page: %w", err)
-	}
-	// The security headers (securityHeaders) are on every response.
-	c.Response().Header().Set("Cache-Control", "no-store")
-	return c.HTMLBlob(status, buf.Bytes())
-}
 
 // pageMeta is what every page's frame needs. The inbox count is best
 // effort: a failure shows no count rather than no page.
@@ -154,19 +141,4 @@ func withUser(ctx context.Context, p views.Page) views.Page {
 			Admin: u.p.Can(auth.RoleAdmin)}
 	}
 	return p
-}
-
-// isHX reports an htmx request.
-func isHX(c echo.Context) bool { return c.Request().Header.Get("HX-Request") == "true" }
-
-// sameOrigin reports whether a request comes from one of our pages: an
-// Origin header, when the browser sends one, names this host; otherwise
-// Fetch metadata does not say cross-site. (Posts also carry the session's
-// CSRF token; websockets have no other defence.)
-func sameOrigin(r *http.Request) bool {
-	if o := r.Header.Get("Origin"); o != "" {
-		u, err := url.Parse(o)
-		return err == nil && strings.EqualFold(u.Host, r.Host)
-	}
-	return r.Header.Get("Sec-Fetch-Site") != "cross-site"
 }

@@ -18,6 +18,8 @@ import (
 
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/web/request"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/views"
 )
 
@@ -39,7 +41,7 @@ func adminMessage(err error) (string, bool) {
 		if label == "" {
 			label = inv.Field
 		}
-		return sentence(label + ": " + inv.Message), true
+		return response.Sentence(label + ": " + inv.Message), true
 	case errors.Is(err, auth.ErrExists) && strings.Contains(err.Error(), "slack id"):
 		return "That Slack user id belongs to another user.", true
 	case errors.Is(err, auth.ErrExists):
@@ -63,7 +65,7 @@ func (d *desk) writeUsers(c echo.Context, status int, page views.UsersPage) erro
 	if err != nil {
 		return err
 	}
-	me := principalOf(c)
+	me := request.Principal(c)
 	page.Page = d.pageMeta(ctx, "Users", "users")
 	page.Roles = roleNames()
 	if page.NewRole == "" {
@@ -74,7 +76,7 @@ func (d *desk) writeUsers(c echo.Context, status int, page views.UsersPage) erro
 			Disabled: u.Disabled, Created: u.CreatedAt, Self: me.Kind == auth.KindUser && me.Name == u.Username,
 			Email: u.Email, SlackID: u.SlackID})
 	}
-	return d.write(c, status, views.UsersView(page))
+	return response.Page(c, status, views.UsersView(page))
 }
 
 // addUserForm: POST /admin/users — username, role, kinds, password.
@@ -87,14 +89,14 @@ func (d *desk) addUserForm(c echo.Context) error {
 	}
 	role, err := auth.ParseRole(roleRaw)
 	if err != nil {
-		return refuse(sentence(err.Error()))
+		return refuse(response.Sentence(err.Error()))
 	}
 	kinds, err := auth.ParseKinds(kindsRaw)
 	if err != nil {
 		msg, _ := adminMessage(err)
 		return refuse(msg)
 	}
-	u, err := d.s.auth.AddUserWithEmail(ctx, principalOf(c).Name, name, c.FormValue("password"), role, kinds, email)
+	u, err := d.s.auth.AddUserWithEmail(ctx, request.Principal(c).Name, name, c.FormValue("password"), role, kinds, email)
 	if msg, ok := adminMessage(err); ok {
 		return refuse(msg)
 	}
@@ -110,14 +112,14 @@ func (d *desk) addUserForm(c echo.Context) error {
 func (d *desk) userForm(c echo.Context) error {
 	ctx := c.Request().Context()
 	name := strings.ToLower(strings.TrimSpace(c.Param("name")))
-	me := principalOf(c)
+	me := request.Principal(c)
 	var done string
 	var err error
 	switch op := c.FormValue("op"); op {
 	case "role":
 		role, rerr := auth.ParseRole(c.FormValue("role"))
 		if rerr != nil {
-			return d.writeUsers(c, http.StatusUnprocessableEntity, views.UsersPage{Error: sentence(rerr.Error())})
+			return d.writeUsers(c, http.StatusUnprocessableEntity, views.UsersPage{Error: response.Sentence(rerr.Error())})
 		}
 		kinds, kerr := auth.ParseKinds(c.FormValue("kinds"))
 		if kerr != nil {
@@ -163,7 +165,7 @@ func (d *desk) userForm(c echo.Context) error {
 		err = d.s.auth.SetPassword(ctx, me.Name, name, c.FormValue("password"))
 		done = name + "'s password is reset; their sessions have ended. Tell them the new one."
 	default:
-		return badRequest("op", "op must be role, disable, enable, contact or passwd")
+		return response.BadRequest("op", "op must be role, disable, enable, contact or passwd")
 	}
 	if msg, ok := adminMessage(err); ok {
 		return d.writeUsers(c, http.StatusUnprocessableEntity, views.UsersPage{Error: msg})
@@ -202,7 +204,7 @@ func (d *desk) writeTokens(c echo.Context, status int, page views.TokensPage) er
 		page.Tokens = append(page.Tokens, views.TokenRow{ID: t.ID, Name: t.Name, Role: string(t.Role), CreatedBy: t.CreatedBy,
 			Created: t.CreatedAt, LastUsed: t.LastUsedAt, Revoked: t.RevokedAt})
 	}
-	return d.write(c, status, views.TokensView(page))
+	return response.Page(c, status, views.TokensView(page))
 }
 
 // createTokenForm: POST /admin/tokens — name, role; then a redirect to
@@ -212,7 +214,7 @@ func (d *desk) writeTokens(c echo.Context, status int, page views.TokensPage) er
 func (d *desk) createTokenForm(c echo.Context) error {
 	role, err := auth.ParseRole(c.FormValue("role"))
 	if err != nil {
-		return d.writeTokens(c, http.StatusUnprocessableEntity, views.TokensPage{Error: sentence(err.Error())})
+		return d.writeTokens(c, http.StatusUnprocessableEntity, views.TokensPage{Error: response.Sentence(err.Error())})
 	}
 	name := strings.TrimSpace(c.FormValue("name"))
 	toks, err := d.s.auth.Tokens(c.Request().Context())
@@ -225,7 +227,7 @@ func (d *desk) createTokenForm(c echo.Context) error {
 				Error: "An active token is named " + t.Name + " already. Pick another name, or revoke that one first."})
 		}
 	}
-	secret, t, err := d.s.auth.CreateToken(c.Request().Context(), principalOf(c).Name, name, role)
+	secret, t, err := d.s.auth.CreateToken(c.Request().Context(), request.Principal(c).Name, name, role)
 	if msg, ok := adminMessage(err); ok {
 		return d.writeTokens(c, http.StatusUnprocessableEntity, views.TokensPage{Error: msg})
 	}
@@ -239,7 +241,7 @@ func (d *desk) createTokenForm(c echo.Context) error {
 
 // revokeTokenForm: POST /admin/tokens/:id/revoke.
 func (d *desk) revokeTokenForm(c echo.Context) error {
-	t, err := d.s.auth.RevokeToken(c.Request().Context(), principalOf(c).Name, c.Param("id"))
+	t, err := d.s.auth.RevokeToken(c.Request().Context(), request.Principal(c).Name, c.Param("id"))
 	if msg, ok := adminMessage(err); ok {
 		return d.writeTokens(c, http.StatusNotFound, views.TokensPage{Error: msg})
 	}
@@ -261,8 +263,8 @@ func (d *desk) auditPage(c echo.Context) error {
 	page.Page = d.pageMeta(ctx, "Audit trail", "audit")
 	f, err := auditFilter(c)
 	if err != nil {
-		page.Error = sentence(errorOf(err).Message)
-		return d.write(c, http.StatusBadRequest, views.AuditView(page))
+		page.Error = response.Sentence(response.Of(err).Message)
+		return response.Page(c, http.StatusBadRequest, views.AuditView(page))
 	}
 	evs, err := d.s.auth.AuditTrail(ctx, f)
 	if err != nil {
@@ -290,7 +292,7 @@ func (d *desk) auditPage(c echo.Context) error {
 		q.Set("until", evs[n-1].At.UTC().Format(time.RFC3339Nano))
 		page.MoreURL = "/audit?" + q.Encode()
 	}
-	return d.write(c, http.StatusOK, views.AuditView(page))
+	return response.Page(c, http.StatusOK, views.AuditView(page))
 }
 
 // auditRow shapes an event: its kind in words, its subject linked (a

@@ -17,6 +17,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/web/request"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/views"
 )
 
@@ -64,13 +66,13 @@ func (d *desk) guard(min auth.Role, next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok {
 			return d.loginRequired(c)
 		}
-		p, sess := principalOf(c), sessionOf(c)
+		p, sess := request.Principal(c), request.Session(c)
 		r := c.Request()
 		c.SetRequest(r.WithContext(context.WithValue(r.Context(), ctxKey{}, deskUser{p: p, csrf: auth.CSRFToken(sess.CSRFKey)})))
-		if !safeMethod(r.Method) && !csrfValid(c, sess) {
+		if !request.SafeMethod(r.Method) && !csrfValid(c, sess) {
 			var maxErr *http.MaxBytesError
 			if errors.As(c.Request().ParseForm(), &maxErr) {
-				return tooLarge()
+				return response.TooLarge()
 			}
 			return csrfRefused()
 		}
@@ -87,7 +89,7 @@ func (d *desk) guard(min auth.Role, next echo.HandlerFunc) echo.HandlerFunc {
 func (d *desk) loginRequired(c echo.Context) error {
 	r := c.Request()
 	switch {
-	case isHX(c):
+	case request.IsHX(c):
 		next := "/"
 		if u, err := url.Parse(r.Header.Get("HX-Current-URL")); err == nil {
 			next = localPath(u.RequestURI())
@@ -97,7 +99,7 @@ func (d *desk) loginRequired(c echo.Context) error {
 	case r.Method == http.MethodGet && r.Header.Get("Upgrade") == "":
 		return c.Redirect(http.StatusSeeOther, "/login?"+url.Values{"next": {localPath(r.URL.RequestURI())}}.Encode())
 	}
-	return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "Sign in first."}
+	return &response.Error{Status: http.StatusUnauthorized, Code: response.CodeUnauthorized, Message: "Sign in first."}
 }
 
 // sessionCheck: GET /live/session — whether the page's session still
@@ -109,7 +111,7 @@ func (d *desk) loginRequired(c echo.Context) error {
 // the browser would follow silently. A session that holds is 200.
 func (d *desk) sessionCheck(c echo.Context) error {
 	c.Response().Header().Set("Cache-Control", "no-store")
-	p := principalOf(c)
+	p := request.Principal(c)
 	return c.JSON(http.StatusOK, map[string]string{"user": p.Name, "role": string(p.Role)})
 }
 
@@ -142,7 +144,7 @@ func (d *desk) loginPage(c echo.Context) error {
 func (d *desk) writeLogin(c echo.Context, status int, l views.LoginPage) error {
 	l.Page = views.Page{Title: "Sign in", Assets: d.assets}
 	l.CSRF = d.loginToken(c)
-	return d.write(c, status, views.LoginView(l))
+	return response.Page(c, status, views.LoginView(l))
 }
 
 // login: POST /login — checks the user name and password (throttled per
@@ -175,8 +177,8 @@ func (d *desk) login(c echo.Context) error {
 // logout: POST /logout — ends the session on the server and forgets the
 // cookie.
 func (d *desk) logout(c echo.Context) error {
-	if sess := sessionOf(c); sess != nil {
-		if err := d.s.auth.Logout(c.Request().Context(), sess.ID, principalOf(c).Name); err != nil {
+	if sess := request.Session(c); sess != nil {
+		if err := d.s.auth.Logout(c.Request().Context(), sess.ID, request.Principal(c).Name); err != nil {
 			return err
 		}
 	}
@@ -193,14 +195,14 @@ func (d *desk) accountPage(c echo.Context) error {
 
 func (d *desk) writeAccount(c echo.Context, status int, a views.AccountPage) error {
 	a.Page = d.pageMeta(c.Request().Context(), "Your account", "account")
-	return d.write(c, status, views.AccountView(a))
+	return response.Page(c, status, views.AccountView(a))
 }
 
 // passwordForm: POST /account/password — current, password, repeat. A
 // person changes only their own password here (an admin resets others'
 // on the Users page); tokens have none.
 func (d *desk) passwordForm(c echo.Context) error {
-	me := principalOf(c)
+	me := request.Principal(c)
 	if me.Kind != auth.KindUser {
 		return d.writeAccount(c, http.StatusUnprocessableEntity, views.AccountPage{Error: "Only a user signed in with a password can change it."})
 	}

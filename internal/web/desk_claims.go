@@ -12,6 +12,8 @@ import (
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/web/request"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/views"
 )
 
@@ -42,9 +44,9 @@ func dueIn(d time.Duration) string {
 // reason) on the interrupt_id. An htmx submit gets the decision area back
 // (a refusal says why in it); the other pages see the claim live.
 func (d *desk) claimForm(c echo.Context) error {
-	id, err := pathID(c)
+	id, err := request.PathID(c)
 	if err != nil {
-		return notFound("task")
+		return response.NotFound("task")
 	}
 	ctx := c.Request().Context()
 	itrID := strings.TrimSpace(c.FormValue("interrupt_id"))
@@ -54,11 +56,11 @@ func (d *desk) claimForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := mayRead(who.p, t); err != nil {
+	if err := request.MayRead(who.p, t); err != nil {
 		return err
 	}
 	if itr == nil || itr.TaskID != t.ID {
-		return notFound("interrupt")
+		return response.NotFound("interrupt")
 	}
 	var opErr error
 	switch op {
@@ -74,7 +76,7 @@ func (d *desk) claimForm(c echo.Context) error {
 			case !who.p.Can(auth.RoleAdmin):
 				opErr = &auth.ForbiddenError{Reason: "taking over a claim needs the admin role"}
 			case req.Reason == "":
-				opErr = badRequest("reason", "say why you take the claim over (it is audited)")
+				opErr = response.BadRequest("reason", "say why you take the claim over (it is audited)")
 			}
 			if opErr != nil {
 				break
@@ -84,9 +86,9 @@ func (d *desk) claimForm(c echo.Context) error {
 	case "release":
 		_, opErr = d.s.store.ReleaseInterrupt(ctx, itr.ID, who.p.Name, who.p.Can(auth.RoleAdmin))
 	default:
-		return badRequest("op", "op must be claim, release or take_over")
+		return response.BadRequest("op", "op must be claim, release or take_over")
 	}
-	if !isHX(c) {
+	if !request.IsHX(c) {
 		if opErr != nil {
 			return opErr
 		}
@@ -99,7 +101,7 @@ func (d *desk) claimForm(c echo.Context) error {
 	v := d.interruptView(ctx, td, who)
 	status := http.StatusOK
 	if opErr != nil {
-		e := errorOf(opErr)
+		e := response.Of(opErr)
 		status = e.Status
 		var cf *graph.ConflictError
 		msg := e.Message
@@ -110,5 +112,5 @@ func (d *desk) claimForm(c echo.Context) error {
 			v.Pending.Errors[""] = msg
 		}
 	}
-	return d.write(c, status, views.InterruptArea(v, false))
+	return response.Page(c, status, views.InterruptArea(v, false))
 }

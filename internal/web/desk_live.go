@@ -19,6 +19,9 @@ import (
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/web/request"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
+	"github.com/gatehousehq/gatehouse/internal/web/socket"
 	"github.com/gatehousehq/gatehouse/views"
 )
 
@@ -55,20 +58,20 @@ func (d *desk) serveLive(c echo.Context, last int64, start liveStart, presenceTa
 	s := d.s
 	r := c.Request()
 	if !websocket.IsWebSocketUpgrade(r) {
-		return badRequest("", "this endpoint is a websocket")
+		return response.BadRequest("", "this endpoint is a websocket")
 	}
-	if !sameOrigin(r) {
-		return &Error{Status: http.StatusForbidden, Code: CodeForbidden, Message: "cross-origin websocket refused"}
+	if !request.SameOrigin(r) {
+		return &response.Error{Status: http.StatusForbidden, Code: response.CodeForbidden, Message: "cross-origin websocket refused"}
 	}
 	if s.hub == nil {
-		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "live updates are not available"}
+		return &response.Error{Status: http.StatusServiceUnavailable, Code: response.CodeUnavailable, Message: "live updates are not available"}
 	}
-	if !s.beginStream() {
-		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "server is shutting down"}
+	if !s.sockets.Begin() {
+		return &response.Error{Status: http.StatusServiceUnavailable, Code: response.CodeUnavailable, Message: "server is shutting down"}
 	}
-	conn, err := s.upgrader.Upgrade(c.Response(), r, nil)
+	conn, err := s.sockets.Upgrade(c.Response(), r)
 	if err != nil {
-		s.streams.Done()
+		s.sockets.Done()
 		c.Response().Committed = true
 		return nil
 	}
@@ -79,7 +82,7 @@ func (d *desk) serveLive(c echo.Context, last int64, start liveStart, presenceTa
 		// (what templ and the store read) are still wanted.
 		ctx: context.WithoutCancel(r.Context())}
 	go func() {
-		defer s.streams.Done()
+		defer s.sockets.Done()
 		d.runLive(p)
 	}()
 	return nil
@@ -120,8 +123,8 @@ func (d *desk) runLive(p livePage) {
 		defer close(readerDone)
 		defer cancel()
 		conn.SetReadLimit(maxClientMessage)
-		_ = conn.SetReadDeadline(time.Now().Add(s.pongWait))
-		conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(s.pongWait)) })
+		_ = conn.SetReadDeadline(time.Now().Add(s.sockets.PongWait))
+		conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(s.sockets.PongWait)) })
 		for {
 			if _, _, err := conn.NextReader(); err != nil {
 				return
@@ -153,31 +156,31 @@ func (d *desk) runLive(p livePage) {
 	// The first ping comes after a random part of the period: pages that
 	// connected together (a replica's restart, a reconnect storm) would
 	// otherwise ping, and look up their sessions, together ever after.
-	ping := time.NewTimer(rand.N(s.pingPeriod) + 1)
+	ping := time.NewTimer(rand.N(s.sockets.PingPeriod) + 1)
 	defer ping.Stop()
 loop:
 	for {
 		select {
 		case <-presReady:
-			if err := pres.write(conn, s.writeWait); err != nil {
+			if err := pres.write(conn, s.sockets.WriteWait); err != nil {
 				break loop
 			}
 		case msg := <-out:
-			_ = conn.SetWriteDeadline(time.Now().Add(s.writeWait))
+			_ = conn.SetWriteDeadline(time.Now().Add(s.sockets.WriteWait))
 			if err := msg.write(conn, &last, area, view); err != nil {
 				break loop
 			}
 		case <-ping.C:
-			ping.Reset(s.pingPeriod)
-			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.writeWait)); err != nil {
+			ping.Reset(s.sockets.PingPeriod)
+			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.sockets.WriteWait)); err != nil {
 				break loop
 			}
 			if err := recheck(ctx); errors.Is(err, auth.ErrUnauthenticated) {
-				s.closeStream(conn, closeSessionEnded, "session ended", readerDone)
+				s.sockets.Close(conn, socket.SessionEnded, "session ended", readerDone)
 				break loop
 			}
-		case <-s.closing:
-			s.closeStream(conn, closeRestart, "server restarting", readerDone)
+		case <-s.sockets.Closing():
+			s.sockets.Close(conn, closeRestart, "server restarting", readerDone)
 			break loop
 		case err := <-done:
 			d.endLive(conn, p.path, err, readerDone)
@@ -196,10 +199,10 @@ loop:
 func (d *desk) endLive(conn *websocket.Conn, path string, err error, readerDone <-chan struct{}) {
 	switch {
 	case errors.Is(err, errSlowPage):
-		d.s.closeStream(conn, websocket.CloseTryAgainLater, "catch up", readerDone)
+		d.s.sockets.Close(conn, websocket.CloseTryAgainLater, "catch up", readerDone)
 	case err != nil && !errors.Is(err, context.Canceled):
 		d.s.log.Error("live page feed failed", "path", path, "error", err)
-		d.s.closeStream(conn, websocket.CloseInternalServerErr, "internal error", readerDone)
+		d.s.sockets.Close(conn, websocket.CloseInternalServerErr, "internal error", readerDone)
 	}
 }
 
@@ -210,11 +213,11 @@ func (d *desk) endLive(conn *websocket.Conn, path string, err error, readerDone 
 // page they change; the decision area when what it shows differs from K;
 // with av=1, the default artifact view when it moves.
 func (d *desk) taskLive(c echo.Context) error {
-	id, err := pathID(c)
+	id, err := request.PathID(c)
 	if err != nil {
 		return err
 	}
-	after, err := queryInt(c, "after", 0, 0, 1<<62)
+	after, err := request.QueryInt(c, "after", 0, 0, 1<<62)
 	if err != nil {
 		return err
 	}
@@ -222,7 +225,7 @@ func (d *desk) taskLive(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := mayRead(principalOf(c), t); err != nil {
+	if err := request.MayRead(request.Principal(c), t); err != nil {
 		return err
 	}
 	ik := c.QueryParam("ik")
@@ -1018,7 +1021,7 @@ func (d *desk) inboxLive(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	q.Who = principalOf(c).Name
+	q.Who = request.Principal(c).Name
 	v := c.QueryParam("v")
 	render := func(ctx context.Context) (listRender, error) {
 		b, err := d.loadInbox(ctx, q)

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/views"
 )
 
@@ -46,7 +47,7 @@ func (d *desk) policyPage(c echo.Context) error {
 	for _, g := range slices.Sorted(maps.Keys(groups)) {
 		page.Groups = append(page.Groups, views.PolicyGroup{Name: g, Members: strings.Join(groups[g], ", ")})
 	}
-	return d.write(c, http.StatusOK, views.PolicyView(page))
+	return response.Page(c, http.StatusOK, views.PolicyView(page))
 }
 
 func orDash(s string) string {

@@ -165,7 +165,7 @@ func TestDeskSessionEndedGoesToLogin(t *testing.T) {
 			t.Parallel()
 			env := newDeskEnv(t)
 			// Pings are when an open socket checks its session.
-			restartWith(env, func(s *Server) { s.pingPeriod = 200 * time.Millisecond })
+			restartWith(env, func(s *Server) { s.sockets.PingPeriod = 200 * time.Millisecond })
 			const user = "sally"
 			env.user(user, auth.RoleViewer)
 			id := env.createFeature("Session ends")

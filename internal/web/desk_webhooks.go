@@ -15,6 +15,8 @@ import (
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/notify"
+	"github.com/gatehousehq/gatehouse/internal/web/request"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/views"
 )
 
@@ -65,7 +67,7 @@ func (d *desk) writeWebhooks(c echo.Context, status int, page views.WebhooksPage
 		}
 		page.Endpoints = append(page.Endpoints, row)
 	}
-	return d.write(c, status, views.WebhooksView(page))
+	return response.Page(c, status, views.WebhooksView(page))
 }
 
 // addWebhookForm: POST /admin/webhooks — url, events. The secret is shown
@@ -92,7 +94,7 @@ func (d *desk) addWebhookForm(c echo.Context) error {
 		return err
 	}
 	secret := notify.NewSecret()
-	ep, err := d.s.store.AddEndpoint(ctx, notify.Endpoint{URL: raw, Secret: secret, Events: events}, principalOf(c).Name)
+	ep, err := d.s.store.AddEndpoint(ctx, notify.Endpoint{URL: raw, Secret: secret, Events: events}, request.Principal(c).Name)
 	if err != nil {
 		return err
 	}
@@ -101,7 +103,7 @@ func (d *desk) addWebhookForm(c echo.Context) error {
 
 func (d *desk) removeWebhookForm(c echo.Context) error {
 	id := c.Param("id")
-	err := d.s.store.RemoveEndpoint(c.Request().Context(), id, principalOf(c).Name)
+	err := d.s.store.RemoveEndpoint(c.Request().Context(), id, request.Principal(c).Name)
 	if errors.Is(err, notify.ErrNotFound) {
 		return d.writeWebhooks(c, http.StatusNotFound, views.WebhooksPage{Error: "There is no such webhook (any more)."})
 	}

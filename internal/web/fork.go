@@ -9,6 +9,8 @@ import (
 
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/web/request"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 )
 
 // taskJSON is the package's taskJSON with definition_changed filled in
@@ -55,17 +57,17 @@ func (s *Server) forkTask(c echo.Context) error {
 		return err
 	}
 	var req forkRequest
-	if err := decodeBody(c, &req); err != nil {
+	if err := request.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	if req.Step == nil {
-		return badRequest("step", "step is required: the checkpoint to fork from (GET …/checkpoints lists them)")
+		return response.BadRequest("step", "step is required: the checkpoint to fork from (GET …/checkpoints lists them)")
 	}
 	if *req.Step < 0 {
-		return badRequest("step", "step must be a non-negative integer")
+		return response.BadRequest("step", "step must be a non-negative integer")
 	}
 	t, err := s.engine.Fork(c.Request().Context(), graph.ForkRequest{TaskID: src.ID, Step: *req.Step, Patch: req.State,
-		Title: req.Title, CreatedBy: principalOf(c).Name})
+		Title: req.Title, CreatedBy: request.Principal(c).Name})
 	if err != nil {
 		return err
 	}
@@ -98,7 +100,7 @@ func (s *Server) listForks(c echo.Context) error {
 		return err
 	}
 	out := taskList{Tasks: make([]Task, 0, len(forks))}
-	who := principalOf(c)
+	who := request.Principal(c)
 	for i := range forks {
 		if !auth.MaySee(who, &forks[i]) {
 			continue
@@ -109,5 +111,5 @@ func (s *Server) listForks(c echo.Context) error {
 		}
 		out.Tasks = append(out.Tasks, s.taskJSON(&forks[i], p))
 	}
-	return writeJSON(c, http.StatusOK, out)
+	return response.JSON(c, http.StatusOK, out)
 }

@@ -12,6 +12,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/gatehousehq/gatehouse/internal/web/request"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 )
 
 // FuzzDecodeDecision: a decision payload (POST /api/v1/tasks/{id}/decisions)
@@ -36,18 +39,18 @@ func FuzzDecodeDecision(f *testing.F) {
 	decode := func(body []byte) (decisionRequest, error) {
 		req := httptest.NewRequest(http.MethodPost, "/api/v1/tasks/x/decisions", bytes.NewReader(body))
 		rec := httptest.NewRecorder()
-		req.Body = http.MaxBytesReader(rec, req.Body, maxBody)
+		req.Body = http.MaxBytesReader(rec, req.Body, response.MaxBody)
 		return decodeDecision(e.NewContext(req, rec))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := decode(body)
 		if err != nil {
-			var apiErr *Error
+			var apiErr *response.Error
 			if !errors.As(err, &apiErr) || (apiErr.Status != http.StatusBadRequest && apiErr.Status != http.StatusRequestEntityTooLarge) ||
 				apiErr.Message == "" {
-				t.Fatalf("decode %q: %v (%T), want a 400 or 413 *Error", body, err, err)
+				t.Fatalf("decode %q: %v (%T), want a 400 or 413 *response.Error", body, err, err)
 			}
-			if errorOf(err).Status != apiErr.Status {
+			if response.Of(err).Status != apiErr.Status {
 				t.Fatalf("errorOf changes the status of %v", err)
 			}
 			return
@@ -55,7 +58,7 @@ func FuzzDecodeDecision(f *testing.F) {
 		if req.InterruptID != strings.TrimSpace(req.InterruptID) || req.Action != strings.TrimSpace(req.Action) {
 			t.Fatalf("decode %q: untrimmed %+v", body, req)
 		}
-		if req.Value != nil && (!json.Valid(req.Value) || isNull(req.Value)) {
+		if req.Value != nil && (!json.Valid(req.Value) || request.IsNull(req.Value)) {
 			t.Fatalf("decode %q: value %q is not JSON, or null kept", body, req.Value)
 		}
 		for _, s := range []string{req.InterruptID, req.Action, req.Feedback} {

@@ -11,6 +11,8 @@ import (
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/web/request"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 )
 
 // Limits of the inbox.
@@ -37,7 +39,7 @@ type decisionRequest struct {
 // approvals saying "1 of 2 approvals". The decision is committed before
 // the answer is written; the task runs on a worker.
 func (s *Server) decide(c echo.Context) error {
-	id, err := pathID(c)
+	id, err := request.PathID(c)
 	if err != nil {
 		return err
 	}
@@ -46,14 +48,14 @@ func (s *Server) decide(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	who := principalOf(c)
+	who := request.Principal(c)
 	// The task and the interrupt named, in one statement: the Decider
 	// checks and records on them without reading either again.
 	t, itr, err := s.store.DecisionSubject(ctx, id, req.InterruptID)
 	if err != nil {
 		return err
 	}
-	if err := mayRead(who, t); err != nil {
+	if err := request.MayRead(who, t); err != nil {
 		return err
 	}
 	out, err := s.decider.DecideOn(ctx, who, auth.Subject{Task: t, Interrupt: itr}, graph.DecisionInput{
@@ -73,7 +75,7 @@ func (s *Server) decide(c echo.Context) error {
 		// approver, and the task moved too (its approval event).
 		return s.renderTask(c, http.StatusAccepted, id)
 	}
-	return writeJSON(c, http.StatusAccepted, s.taskJSON(decidedTask(t, out.Decision), nil))
+	return response.JSON(c, http.StatusAccepted, s.taskJSON(decidedTask(t, out.Decision), nil))
 }
 
 // leased reports a decision that leased its task to a worker here.
@@ -102,10 +104,10 @@ func decidedTask(t *graph.Task, d *graph.Decision) *graph.Task {
 // trimmed, with a null value as none.
 func decodeDecision(c echo.Context) (decisionRequest, error) {
 	var req decisionRequest
-	if err := decodeBody(c, &req); err != nil {
+	if err := request.DecodeJSON(c, &req); err != nil {
 		return req, err
 	}
-	if isNull(req.Value) {
+	if request.IsNull(req.Value) {
 		req.Value = nil
 	}
 	req.InterruptID, req.Action = strings.TrimSpace(req.InterruptID), strings.TrimSpace(req.Action)
@@ -129,7 +131,7 @@ func (s *Server) listDecisions(c echo.Context) error {
 	for i := range ds {
 		out.Decisions = append(out.Decisions, decisionJSON(&ds[i]))
 	}
-	return writeJSON(c, http.StatusOK, out)
+	return response.JSON(c, http.StatusOK, out)
 }
 
 // listInterrupts: GET /api/v1/interrupts?status=pending&kind=&limit= → the
@@ -141,9 +143,9 @@ func (s *Server) listInterrupts(c echo.Context) error {
 		status = graph.InterruptPending
 	case graph.InterruptPending, graph.InterruptResolved, graph.InterruptCancelled, graph.InterruptExpired:
 	default:
-		return badRequest("status", "status must be one of pending, resolved, cancelled, expired")
+		return response.BadRequest("status", "status must be one of pending, resolved, cancelled, expired")
 	}
-	limit, err := queryInt(c, "limit", defaultInterruptLimit, 1, maxInterruptLimit)
+	limit, err := request.QueryInt(c, "limit", defaultInterruptLimit, 1, maxInterruptLimit)
 	if err != nil {
 		return err
 	}
@@ -156,7 +158,7 @@ func (s *Server) listInterrupts(c echo.Context) error {
 	out := struct {
 		Interrupts []Interrupt `json:"interrupts"`
 	}{Interrupts: make([]Interrupt, 0, len(entries))}
-	who := principalOf(c)
+	who := request.Principal(c)
 	for i := range entries {
 		e := &entries[i]
 		if !auth.MaySee(who, &graph.Task{ID: e.Task.ID, Title: e.Task.Title, Workflow: e.Task.Workflow}) {
@@ -170,5 +172,5 @@ func (s *Server) listInterrupts(c echo.Context) error {
 		}
 		out.Interrupts = append(out.Interrupts, itr)
 	}
-	return writeJSON(c, http.StatusOK, out)
+	return response.JSON(c, http.StatusOK, out)
 }

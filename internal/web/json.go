@@ -1,16 +1,8 @@
 package web
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"net/http"
-	"strings"
 	"time"
-
-	"github.com/labstack/echo/v4"
 
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
@@ -223,93 +215,4 @@ func decisionJSON(d *graph.Decision) Decision {
 
 func checkpointJSON(h *postgres.HistoryEntry) Checkpoint {
 	return Checkpoint{Step: h.Step, Reason: h.Reason, LastNodeID: h.LastNode, NextNodeID: h.NextNode, CreatedAt: stamp(h.CreatedAt)}
-}
-
-// writeJSON renders v first and writes it with the status only once it
-// rendered: a marshalling error never leaves half a body behind a 200.
-func writeJSON(c echo.Context, status int, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("render %T: %w", v, err)
-	}
-	b = append(b, '\n')
-	return c.JSONBlob(status, b)
-}
-
-// decodeBody reads the request body, one JSON object, into v: unknown
-// fields, wrong types, trailing data and an empty body are 400s naming what
-// is wrong; a body over the limit is 413.
-func decodeBody(c echo.Context, v any) error {
-	r := c.Request()
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return bodyError(err)
-	}
-	// Exactly one value: anything but white space after it is refused.
-	var extra json.RawMessage
-	switch err := dec.Decode(&extra); {
-	case errors.Is(err, io.EOF):
-		return nil
-	case err == nil:
-		return badRequest("", "request body has data after the JSON object")
-	default:
-		var maxErr *http.MaxBytesError
-		if errors.As(err, &maxErr) {
-			return tooLarge()
-		}
-		return badRequest("", "request body has data after the JSON object")
-	}
-}
-
-func bodyError(err error) error {
-	var (
-		maxErr    *http.MaxBytesError
-		typeErr   *json.UnmarshalTypeError
-		syntaxErr *json.SyntaxError
-	)
-	switch {
-	case errors.As(err, &maxErr):
-		return tooLarge()
-	case errors.Is(err, io.EOF):
-		return badRequest("", "request body is empty; send a JSON object")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return badRequest("", "request body is truncated JSON")
-	case errors.As(err, &syntaxErr):
-		return badRequest("", "request body is not valid JSON: %s (at byte %d)", syntaxErr.Error(), syntaxErr.Offset)
-	case errors.As(err, &typeErr):
-		if typeErr.Field == "" {
-			return badRequest("", "request body must be a JSON object")
-		}
-		return badRequest(typeErr.Field, "%s must be %s, not %s", typeErr.Field, jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return badRequest(f, "%s is not a field of this request", f)
-	default:
-		return badRequest("", "request body is not valid JSON: %v", err)
-	}
-}
-
-func jsonKind(goKind string) string {
-	switch goKind {
-	case "string":
-		return "a string"
-	case "struct", "map":
-		return "an object"
-	case "slice", "array":
-		return "an array"
-	case "bool":
-		return "a boolean"
-	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
-		return "an integer"
-	case "float32", "float64":
-		return "a number"
-	default:
-		return "a " + goKind
-	}
-}
-
-// isNull reports whether a raw JSON value is absent or null.
-func isNull(b json.RawMessage) bool {
-	return len(bytes.TrimSpace(b)) == 0 || string(bytes.TrimSpace(b)) == "null"
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehousehq/gatehouse/internal/langgraph"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 )
 
 // logRequests logs every request once it is answered: method, path, route,
@@ -34,13 +35,13 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			attrs = append(attrs, "error", err)
 		} else if err != nil {
-			e := errorOf(err)
+			e := response.Of(err)
 			cause := error(e)
 			if e.Err != nil {
 				cause = e.Err
 			}
 			attrs = append(attrs, "code", e.Code, "error", cause)
-			if e.Status >= 500 && e.Status != statusClientGone {
+			if e.Status >= 500 && e.Status != response.StatusClientGone {
 				level = slog.LevelError
 			}
 		}
@@ -77,17 +78,17 @@ func onAPI(mw echo.MiddlewareFunc) echo.MiddlewareFunc {
 	}
 }
 
-// limitBody refuses bodies over maxBody: at once when Content-Length says
+// limitBody refuses bodies over response.MaxBody: at once when Content-Length says
 // so, otherwise when the reader crosses the limit (decodeBody then answers
 // 413).
 func limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
-		if r.ContentLength > maxBody {
-			return tooLarge()
+		if r.ContentLength > response.MaxBody {
+			return response.TooLarge()
 		}
 		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = http.MaxBytesReader(c.Response(), r.Body, maxBody)
+			r.Body = http.MaxBytesReader(c.Response(), r.Body, response.MaxBody)
 		}
 		return next(c)
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/web/request"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/views"
 )
 
@@ -23,9 +25,9 @@ import (
 // checkpoint's state, field by field, in a form that starts a fork (the
 // last checkpoint when no step is given).
 func (d *desk) forkPage(c echo.Context) error {
-	id, err := pathID(c)
+	id, err := request.PathID(c)
 	if err != nil {
-		return notFound("task")
+		return response.NotFound("task")
 	}
 	ctx := c.Request().Context()
 	hist, err := d.s.store.History(ctx, id)
@@ -36,16 +38,16 @@ func (d *desk) forkPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := mayRead(principalOf(c), t); err != nil {
+	if err := request.MayRead(request.Principal(c), t); err != nil {
 		return err
 	}
 	if len(hist) == 0 {
-		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Field: "step", Message: "this task has no checkpoint to re-run from"}
+		return &response.Error{Status: http.StatusNotFound, Code: response.CodeNotFound, Field: "step", Message: "this task has no checkpoint to re-run from"}
 	}
 	step := hist[len(hist)-1].Step
 	if q := c.QueryParam("step"); q != "" {
 		if step, err = strconv.Atoi(q); err != nil || step < 0 {
-			return badRequest("step", "step must be a non-negative integer")
+			return response.BadRequest("step", "step must be a non-negative integer")
 		}
 	}
 	m, snap, err := d.forkModel(ctx, id, step, hist)
@@ -53,31 +55,31 @@ func (d *desk) forkPage(c echo.Context) error {
 		return err
 	}
 	m.Fields = stateFields(snap.Checkpoint.State)
-	return d.write(c, http.StatusOK, views.ForkView(m))
+	return response.Page(c, http.StatusOK, views.ForkView(m))
 }
 
 // forkForm: POST /tasks/:id/fork — starts the fork with the state as the
 // form changed it and goes to the new task; a refused state comes back in
 // the form with the error at its field and everything typed kept.
 func (d *desk) forkForm(c echo.Context) error {
-	id, err := pathID(c)
+	id, err := request.PathID(c)
 	if err != nil {
-		return notFound("task")
+		return response.NotFound("task")
 	}
 	ctx := c.Request().Context()
 	form, err := c.FormParams()
 	if err != nil {
-		return badRequest("", "the form could not be read")
+		return response.BadRequest("", "the form could not be read")
 	}
 	step, err := strconv.Atoi(form.Get("step"))
 	if err != nil || step < 0 {
-		return badRequest("step", "step must be a non-negative integer")
+		return response.BadRequest("step", "step must be a non-negative integer")
 	}
 	t, err := d.s.store.Task(ctx, id)
 	if err != nil {
 		return err
 	}
-	if err := mayRead(principalOf(c), t); err != nil {
+	if err := request.MayRead(request.Principal(c), t); err != nil {
 		return err
 	}
 	hist, err := d.s.store.History(ctx, id)
@@ -90,7 +92,7 @@ func (d *desk) forkForm(c echo.Context) error {
 	}
 	m.Title, m.Patch = form.Get("title"), strings.TrimSpace(normalizeNewlines(form.Get("patch")))
 	m.Fields = stateFields(snap.Checkpoint.State)
-	fail := func(status int) error { return d.write(c, status, views.ForkView(m)) }
+	fail := func(status int) error { return response.Page(c, status, views.ForkView(m)) }
 	if m.Blocked != "" {
 		return fail(http.StatusConflict)
 	}
@@ -144,7 +146,7 @@ func (d *desk) forkForm(c echo.Context) error {
 		}
 	}
 	f, err := d.s.engine.Fork(ctx, graph.ForkRequest{TaskID: id, Step: step, Patch: patch, Title: m.Title,
-		CreatedBy: principalOf(c).Name})
+		CreatedBy: request.Principal(c).Name})
 	var ve *graph.ValidationError
 	switch {
 	case errors.As(err, &ve):
@@ -153,13 +155,13 @@ func (d *desk) forkForm(c echo.Context) error {
 		placed := false
 		for i := range m.Fields {
 			if isState && m.Fields[i].Key == key {
-				m.Fields[i].Error, placed = sentence(ve.Message), true
+				m.Fields[i].Error, placed = response.Sentence(ve.Message), true
 			}
 		}
 		switch {
 		case placed:
 		case ve.Field == "title":
-			m.TitleError = sentence(ve.Message)
+			m.TitleError = response.Sentence(ve.Message)
 		case isState || ve.Field == "state":
 			m.PatchError = ve.Field + ": " + ve.Message
 		default:
@@ -167,7 +169,7 @@ func (d *desk) forkForm(c echo.Context) error {
 		}
 		return fail(http.StatusUnprocessableEntity)
 	case errors.Is(err, graph.ErrConflict):
-		m.FormError = sentence(err.Error())
+		m.FormError = response.Sentence(err.Error())
 		return fail(http.StatusConflict)
 	case err != nil:
 		return err
@@ -207,7 +209,7 @@ func (d *desk) forkModel(ctx context.Context, id string, step int, hist []postgr
 		m.Blocked = "This task is running: it can be re-run once it waits, fails or ends."
 	default:
 		if err := w.Resumable(pos); err != nil {
-			m.Blocked = sentence(err.Error())
+			m.Blocked = response.Sentence(err.Error())
 		}
 	}
 	return m, snap, nil
@@ -331,7 +333,7 @@ func (d *desk) lineage(ctx context.Context, td *taskData) (views.TaskLineage, er
 			if errors.As(err, &ng) {
 				n.Blocked = problemLine(ng)
 			} else {
-				n.Blocked = sentence(err.Error())
+				n.Blocked = response.Sentence(err.Error())
 			}
 		}
 		l.Definition = n

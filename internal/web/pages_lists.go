@@ -19,6 +19,8 @@ import (
 
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/web/request"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/views"
 )
 
@@ -40,11 +42,11 @@ type dashQuery struct {
 }
 
 func parseDashQuery(q url.Values) (dashQuery, error) {
-	st, err := taskStatus(q.Get("status"))
+	st, err := request.TaskStatus(q.Get("status"))
 	if err != nil {
 		return dashQuery{}, err
 	}
-	cur, err := decodeCursor(q.Get("cursor"))
+	cur, err := request.DecodeCursor(q.Get("cursor"))
 	if err != nil {
 		return dashQuery{}, err
 	}
@@ -80,7 +82,7 @@ func (d *desk) dashboard(c echo.Context) error {
 	if qs := q.values().Encode(); qs != "" {
 		live += "?" + qs
 	}
-	return d.write(c, http.StatusOK, views.DashboardView(views.Dashboard{Page: page, Body: body, LiveBase: live}))
+	return response.Page(c, http.StatusOK, views.DashboardView(views.Dashboard{Page: page, Body: body, LiveBase: live}))
 }
 
 // loadDashboard reads the counts and the tasks of each status (or one
@@ -111,7 +113,7 @@ func (d *desk) loadDashboard(ctx context.Context, q dashQuery) (views.DashboardB
 		}
 		groups[q.Status], tasks = page, page
 		if next != nil {
-			b.NextURL = "/?" + url.Values{"status": {string(q.Status)}, "cursor": {*encodeCursor(next)}}.Encode()
+			b.NextURL = "/?" + url.Values{"status": {string(q.Status)}, "cursor": {*request.EncodeCursor(next)}}.Encode()
 		}
 		if q.Cursor != nil {
 			b.FirstURL = "/?" + url.Values{"status": {string(q.Status)}}.Encode()
@@ -206,24 +208,24 @@ type inboxQuery struct {
 func parseInboxQuery(q url.Values) (inboxQuery, error) {
 	kind := strings.TrimSpace(q.Get("kind"))
 	if len(kind) > 64 {
-		return inboxQuery{}, badRequest("kind", "kind is too long")
+		return inboxQuery{}, response.BadRequest("kind", "kind is too long")
 	}
 	out := inboxQuery{Kind: kind, raw: q.Get("after"), Claim: strings.TrimSpace(q.Get("claim"))}
 	switch out.Claim {
 	case "", "mine", "unclaimed":
 	default:
-		return out, badRequest("claim", "claim must be mine or unclaimed")
+		return out, response.BadRequest("claim", "claim must be mine or unclaimed")
 	}
 	switch strings.TrimSpace(q.Get("overdue")) {
 	case "", "0", "false":
 	case "1", "true":
 		out.Overdue = true
 	default:
-		return out, badRequest("overdue", "overdue must be 1 or absent")
+		return out, response.BadRequest("overdue", "overdue must be 1 or absent")
 	}
 	if out.raw != "" {
 		raw, err := base64.RawURLEncoding.DecodeString(out.raw)
-		bad := badRequest("after", "after is not a cursor this server handed out")
+		bad := response.BadRequest("after", "after is not a cursor this server handed out")
 		if err != nil {
 			return out, bad
 		}
@@ -278,7 +280,7 @@ func (d *desk) inbox(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	q.Who = principalOf(c).Name
+	q.Who = request.Principal(c).Name
 	body, err := d.loadInbox(c.Request().Context(), q)
 	if err != nil {
 		return err
@@ -294,7 +296,7 @@ func (d *desk) inbox(c echo.Context) error {
 	if qs := q.values().Encode(); qs != "" {
 		live += "?" + qs
 	}
-	return d.write(c, http.StatusOK, views.InboxView(views.Inbox{Page: page, Body: body, LiveBase: live}))
+	return response.Page(c, http.StatusOK, views.InboxView(views.Inbox{Page: page, Body: body, LiveBase: live}))
 }
 
 // loadInbox reads one page of the inbox with the counts by kind.
@@ -307,7 +309,7 @@ func (d *desk) loadInbox(ctx context.Context, q inboxQuery) (views.InboxBody, er
 		Claim: q.Claim, Who: q.Who, Overdue: q.Overdue})
 	var valErr *graph.ValidationError
 	if errors.As(err, &valErr) {
-		return views.InboxBody{}, badRequest("after", "after is not a cursor this server handed out")
+		return views.InboxBody{}, response.BadRequest("after", "after is not a cursor this server handed out")
 	}
 	if err != nil {
 		return views.InboxBody{}, err

@@ -18,6 +18,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehousehq/gatehouse/graph"
+	"github.com/gatehousehq/gatehouse/internal/web/request"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/views"
 )
 
@@ -286,7 +288,7 @@ func (d *desk) newTaskModel(c echo.Context, name string) (views.NewTask, graph.D
 	}
 	if chosen == nil {
 		if name != "" {
-			return views.NewTask{}, graph.Description{}, nil, notFound("workflow " + strconv.Quote(name))
+			return views.NewTask{}, graph.Description{}, nil, response.NotFound("workflow " + strconv.Quote(name))
 		}
 		chosen = wfs[0]
 	}
@@ -330,7 +332,7 @@ func (d *desk) newTaskForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return d.write(c, http.StatusOK, views.NewTaskView(m))
+	return response.Page(c, http.StatusOK, views.NewTaskView(m))
 }
 
 // createTaskForm: POST /tasks/new — validates, starts the task and goes to
@@ -348,10 +350,10 @@ func (d *desk) createTaskForm(c echo.Context) error {
 	if err != nil {
 		var maxErr *http.MaxBytesError
 		if errors.As(err, &maxErr) {
-			return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
+			return &response.Error{Status: http.StatusRequestEntityTooLarge, Code: response.CodeTooLarge,
 				Message: fmt.Sprintf("The form is larger than %d MiB; attach smaller files.", maxUpload>>20)}
 		}
-		return badRequest("", "the form could not be read")
+		return response.BadRequest("", "the form could not be read")
 	}
 	form := r.PostForm
 	m, desc, props, err := d.newTaskModel(c, strings.TrimSpace(form.Get("workflow")))
@@ -429,7 +431,7 @@ func (d *desk) createTaskForm(c echo.Context) error {
 		if r.MultipartForm != nil && len(r.MultipartForm.File) > 0 {
 			m.FormError += " Browsers do not keep chosen files: attach them again."
 		}
-		return d.write(c, http.StatusUnprocessableEntity, views.NewTaskView(m))
+		return response.Page(c, http.StatusUnprocessableEntity, views.NewTaskView(m))
 	}
 	rawInput, err := json.Marshal(input)
 	if err != nil {
@@ -445,29 +447,29 @@ func (d *desk) createTaskForm(c echo.Context) error {
 		}
 	}
 	t, err := d.s.engine.Create(c.Request().Context(), graph.NewTask{Workflow: desc.Name, Title: title, Input: rawInput,
-		Options: rawOpts, CreatedBy: principalOf(c).Name})
+		Options: rawOpts, CreatedBy: request.Principal(c).Name})
 	var ve *graph.ValidationError
 	if errors.As(err, &ve) {
 		placed := false
 		for i := range m.Fields {
 			if m.Fields[i].Name == ve.Field {
-				m.Fields[i].Error, placed = sentence(ve.Message), true
+				m.Fields[i].Error, placed = response.Sentence(ve.Message), true
 			}
 		}
 		for i := range m.Options {
 			if m.Options[i].Name == ve.Field {
-				m.Options[i].Error, placed = sentence(ve.Message), true
+				m.Options[i].Error, placed = response.Sentence(ve.Message), true
 			}
 		}
 		if ve.Field == "title" {
-			m.TitleErr, placed = sentence(ve.Message), true
+			m.TitleErr, placed = response.Sentence(ve.Message), true
 		}
 		if !placed {
-			m.FormError = sentence(ve.Error())
+			m.FormError = response.Sentence(ve.Error())
 		} else {
 			m.FormError = "Some fields need attention."
 		}
-		return d.write(c, http.StatusUnprocessableEntity, views.NewTaskView(m))
+		return response.Page(c, http.StatusUnprocessableEntity, views.NewTaskView(m))
 	}
 	if err != nil {
 		return err
@@ -555,21 +557,6 @@ func formValue(p formProp, kind, raw string) (any, string) {
 		return raw, ""
 	}
 	return raw, ""
-}
-
-// sentence makes an engine message read as a sentence: "is required" →
-// "Is required."
-func sentence(s string) string {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return s
-	}
-	r, n := utf8.DecodeRuneInString(s)
-	s = string(unicode.ToUpper(r)) + s[n:]
-	if !strings.HasSuffix(s, ".") {
-		s += "."
-	}
-	return s
 }
 
 // uploadedFiles reads the text files of a file field as {name, content}

@@ -20,6 +20,8 @@ import (
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/web/request"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/views"
 )
 
@@ -133,16 +135,16 @@ func parseArtifactSel(q url.Values) artifactSel {
 // taskPage: GET /tasks/:id — the task with its graph, timeline, artifacts,
 // decisions and the pending interrupt.
 func (d *desk) taskPage(c echo.Context) error {
-	id, err := pathID(c)
+	id, err := request.PathID(c)
 	if err != nil {
-		return notFound("task")
+		return response.NotFound("task")
 	}
 	ctx := c.Request().Context()
 	td, err := d.loadTask(ctx, id)
 	if err != nil {
 		return err
 	}
-	if err := mayRead(principalOf(c), td.task); err != nil {
+	if err := request.MayRead(request.Principal(c), td.task); err != nil {
 		return err
 	}
 	d.recordView(c, td)
@@ -152,20 +154,20 @@ func (d *desk) taskPage(c echo.Context) error {
 	if err := d.timeTravel(ctx, td, &page); err != nil {
 		return err
 	}
-	if isHX(c) && c.Request().Header.Get("HX-Target") == "artifact-view" {
+	if request.IsHX(c) && c.Request().Header.Get("HX-Target") == "artifact-view" {
 		// Only what the artifact links swap: the view, and the index for its
 		// selection.
-		return d.write(c, http.StatusOK, templ.Join(views.ArtifactDocView(page.Artifacts.View),
+		return response.Page(c, http.StatusOK, templ.Join(views.ArtifactDocView(page.Artifacts.View),
 			views.ArtifactsIndex(page.Artifacts, false)))
 	}
-	return d.write(c, http.StatusOK, views.TaskView(page))
+	return response.Page(c, http.StatusOK, views.TaskView(page))
 }
 
 // recordView notes the first time a person who may decide the pending
 // interrupt opens it: the rubber-stamp flag of the analytics compares it
 // with their decision. A failure costs the flag, not the page.
 func (d *desk) recordView(c echo.Context, td *taskData) {
-	p := principalOf(c)
+	p := request.Principal(c)
 	if td.pending == nil || !p.MayDecide(td.pending.Kind) {
 		return
 	}
@@ -483,7 +485,7 @@ func (d *desk) interruptViewCaps(td *taskData, name string, caps areaCaps, csrf 
 
 // outcomeOf reports a decision.
 func outcomeOf(td *taskData, dec *graph.Decision) views.Outcome {
-	o := views.Outcome{InterruptID: dec.InterruptID, Action: dec.Action, Verb: verb(dec.Action), By: dec.DecidedBy,
+	o := views.Outcome{InterruptID: dec.InterruptID, Action: dec.Action, Verb: response.Verb(dec.Action), By: dec.DecidedBy,
 		At: dec.DecidedAt, Feedback: dec.Feedback, Title: "Decision"}
 	for _, itr := range td.interrupts {
 		if itr.ID == dec.InterruptID {
@@ -491,22 +493,6 @@ func outcomeOf(td *taskData, dec *graph.Decision) views.Outcome {
 		}
 	}
 	return o
-}
-
-// verb is an action in the past tense, as the timeline, action links and
-// Slack say what was decided.
-func verb(action string) string {
-	switch action {
-	case graph.ActionApprove:
-		return "approved"
-	case graph.ActionReject:
-		return "rejected"
-	case graph.ActionEdit:
-		return "approved with edits"
-	case graph.ActionRespond:
-		return "answered"
-	}
-	return action
 }
 
 // pendingForm shapes the open interrupt, with the changes since the
@@ -568,7 +554,7 @@ func thread(td *taskData) []views.ThreadMessage {
 		if dec := byItr[itr.ID]; dec != nil {
 			text := answerOf(dec)
 			if text == "" {
-				text = verb(dec.Action)
+				text = response.Verb(dec.Action)
 			}
 			// People's answers on the right, the agent's questions on the left.
 			out = append(out, views.ThreadMessage{From: dec.DecidedBy, Mine: true, Text: text, At: dec.DecidedAt})
@@ -603,7 +589,7 @@ func decisionRows(td *taskData) []views.DecisionRow {
 			fb = answerOf(&dec)
 		}
 		out = append(out, views.DecisionRow{InterruptID: dec.InterruptID, Title: itr.Payload.Title, Kind: itr.Kind, Node: itr.Node, Iteration: itr.Iteration,
-			Action: dec.Action, Verb: sentence(verb(dec.Action)), By: dec.DecidedBy, At: dec.DecidedAt, Feedback: fb,
+			Action: dec.Action, Verb: response.Sentence(response.Verb(dec.Action)), By: dec.DecidedBy, At: dec.DecidedAt, Feedback: fb,
 			Edited: dec.Action == graph.ActionEdit})
 	}
 	for i := range out {
@@ -668,7 +654,7 @@ func timelineItem(ev *graph.Event) views.TimelineItem {
 		it.Summary = "Waiting: " + str("title")
 	case graph.EventDecisionRecorded:
 		a := str("action")
-		it.Summary = sentence(verb(a))
+		it.Summary = response.Sentence(response.Verb(a))
 		it.Summary = strings.TrimSuffix(it.Summary, ".")
 		it.Who, it.Quote = str("decided_by"), str("feedback")
 		it.Tone = "good"
@@ -762,9 +748,9 @@ func byteSize(n int) string {
 // with its errors and input kept (422), or, when someone decided first,
 // their decision (409) — never an error page.
 func (d *desk) decideForm(c echo.Context) error {
-	id, err := pathID(c)
+	id, err := request.PathID(c)
 	if err != nil {
-		return notFound("task")
+		return response.NotFound("task")
 	}
 	ctx := c.Request().Context()
 	itrID := strings.TrimSpace(c.FormValue("interrupt_id"))
@@ -779,7 +765,7 @@ func (d *desk) decideForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := mayRead(who.p, t); err != nil {
+	if err := request.MayRead(who.p, t); err != nil {
 		return err
 	}
 	fieldErrs := map[string]string{}
@@ -800,7 +786,7 @@ func (d *desk) decideForm(c echo.Context) error {
 	status := http.StatusOK
 	switch {
 	case decideErr == nil:
-		if !isHX(c) {
+		if !request.IsHX(c) {
 			return c.Redirect(http.StatusSeeOther, "/tasks/"+id+"#decide")
 		}
 	case errors.As(decideErr, &fb):
@@ -814,7 +800,7 @@ func (d *desk) decideForm(c echo.Context) error {
 		if field != "feedback" && field != "value" {
 			field = ""
 		}
-		fieldErrs[field] = decisionMessage(ve)
+		fieldErrs[field] = response.DecisionMessage(ve)
 	case errors.As(decideErr, &cf), errors.Is(decideErr, graph.ErrInterruptNotFound):
 		if errors.Is(decideErr, graph.ErrInterruptNotFound) {
 			if _, err := d.s.store.Task(ctx, id); err != nil {
@@ -856,26 +842,13 @@ func (d *desk) decideForm(c echo.Context) error {
 			v.Pending.Value = value
 		}
 	}
-	if !isHX(c) {
+	if !request.IsHX(c) {
 		page := d.buildTaskPage(ctx, td, artifactSel{}, who)
 		page.Page = d.pageMeta(ctx, td.task.Title, "")
 		page.Interrupt = v
-		return d.write(c, status, views.TaskView(page))
+		return response.Page(c, status, views.TaskView(page))
 	}
-	return d.write(c, status, views.InterruptArea(v, false))
-}
-
-// decisionMessage words the engine's refusal of a decision for the form.
-func decisionMessage(ve *graph.ValidationError) string {
-	switch {
-	case ve.Field == "feedback":
-		return "Say what must change: a rejection needs feedback."
-	case ve.Field == "value" && strings.Contains(ve.Message, "answer"):
-		return "Write an answer."
-	case ve.Field == "value" && strings.Contains(ve.Message, "edited"):
-		return "The edited document is empty."
-	}
-	return sentence(ve.Message)
+	return response.Page(c, status, views.InterruptArea(v, false))
 }
 
 // cancelForm: POST /tasks/:id/cancel.
@@ -903,21 +876,21 @@ func (d *desk) retryForm(c echo.Context) error {
 
 // transition runs a cancel or retry; the page learns the outcome live.
 func (d *desk) transition(c echo.Context, do func(ctx context.Context, id, who string) error) error {
-	id, err := pathID(c)
+	id, err := request.PathID(c)
 	if err != nil {
-		return notFound("task")
+		return response.NotFound("task")
 	}
 	t, err := d.s.store.Task(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
-	if err := mayRead(principalOf(c), t); err != nil {
+	if err := request.MayRead(request.Principal(c), t); err != nil {
 		return err
 	}
-	if err := do(c.Request().Context(), id, principalOf(c).Name); err != nil {
+	if err := do(c.Request().Context(), id, request.Principal(c).Name); err != nil {
 		return err
 	}
-	if isHX(c) {
+	if request.IsHX(c) {
 		return c.NoContent(http.StatusNoContent)
 	}
 	return c.Redirect(http.StatusSeeOther, "/tasks/"+id)

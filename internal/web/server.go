@@ -7,17 +7,14 @@ package web
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehousehq/gatehouse/graph"
@@ -25,6 +22,9 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/langgraph"
 	"github.com/gatehousehq/gatehouse/internal/live"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
+	"github.com/gatehousehq/gatehouse/internal/web/slack"
+	"github.com/gatehousehq/gatehouse/internal/web/socket"
 )
 
 // Deps is what the server needs.
@@ -78,16 +78,6 @@ type Deps struct {
 // apiPrefix is where the JSON API lives.
 const apiPrefix = "/api/v1"
 
-// Websocket timing.
-const (
-	defaultPingPeriod = 20 * time.Second
-	defaultPongWait   = 45 * time.Second
-	defaultWriteWait  = 10 * time.Second
-	// closeWait is how long a closing stream waits for the client's reply
-	// to its close frame.
-	closeWait = time.Second
-)
-
 // readyTimeout bounds the readiness check.
 const readyTimeout = 3 * time.Second
 
@@ -110,29 +100,24 @@ type Server struct {
 	// roles is the least role of every route ("" public), by "METHOD path".
 	roles map[string]auth.Role
 
-	e        *echo.Echo
-	openapi  []byte
-	upgrader websocket.Upgrader
-
-	pingPeriod, pongWait, writeWait time.Duration
+	e       *echo.Echo
+	openapi []byte
+	// sockets are the websockets of the event stream and the live pages.
+	sockets *socket.Group
 
 	mu      sync.Mutex
 	httpSrv *http.Server
 	closed  bool
-	closing chan struct{} // closed by Shutdown: streams say goodbye
-	streams streamGroup
 	metrics http.Handler
 
 	llmProvider string
 	// lg is the LangGraph Agent Server API under /langgraph (SPEC §14).
 	lg *langgraph.API
 
-	slackSecret         string
-	slackClient         *http.Client
 	webhookAllowPrivate bool
 	outboxRetention     time.Duration
-	// slackWG holds the answers to Slack callbacks in flight.
-	slackWG sync.WaitGroup
+	// slack answers Slack's callbacks.
+	slack *slack.Handler
 }
 
 // New builds the server and its routes.
@@ -142,11 +127,9 @@ func New(d Deps) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{engine: d.Engine, store: d.Store, hub: d.Hub, wake: d.Wake, ready: d.Ready, log: log, metrics: d.Metrics,
-		version: d.Version, closing: make(chan struct{}), auth: d.Auth, decider: d.Decider, trustProxy: d.TrustProxy,
+		version: d.Version, sockets: socket.NewGroup(), auth: d.Auth, decider: d.Decider, trustProxy: d.TrustProxy,
 		roles: map[string]auth.Role{}, llmProvider: d.LLMProvider,
-		slackSecret: d.SlackSigningSecret, slackClient: &http.Client{Timeout: 15 * time.Second},
-		webhookAllowPrivate: d.WebhookAllowPrivate, outboxRetention: d.OutboxRetention,
-		pingPeriod: defaultPingPeriod, pongWait: defaultPongWait, writeWait: defaultWriteWait}
+		webhookAllowPrivate: d.WebhookAllowPrivate, outboxRetention: d.OutboxRetention}
 	if s.auth == nil {
 		s.auth = auth.NewService(auth.Config{Store: d.Store, BootstrapToken: d.BootstrapToken,
 			Logger: log.With("component", "auth")})
@@ -164,29 +147,11 @@ func New(d Deps) *Server {
 		s.claimTTL = DefaultClaimTTL
 	}
 	s.openapi = openAPIDocument(d.Version)
-	s.upgrader = websocket.Upgrader{
-		HandshakeTimeout: 10 * time.Second,
-		// Clients only answer pings and close: a small read buffer does
-		// (gorilla keeps it at least a control frame's size). A write
-		// buffer is taken from the pool for each message and returned
-		// after it, so an idle socket holds none.
-		ReadBufferSize:  256,
-		WriteBufferSize: 4096,
-		WriteBufferPool: &sync.Pool{},
-		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
-			code := CodeBadRequest
-			if status == http.StatusForbidden {
-				code = CodeForbidden
-			}
-			b, _ := json.Marshal(errorBody{Error: errorJSON{Code: code, Message: reason.Error()}})
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(status)
-			_, _ = w.Write(append(b, '\n'))
-		},
-	}
 
+	s.slack = slack.New(slack.Deps{Store: d.Store, Decider: s.decider, SigningSecret: d.SlackSigningSecret,
+		Logger: log.With("component", "slack")})
 	s.lg = langgraph.New(langgraph.Deps{Engine: d.Engine, Store: d.Store, Hub: d.Hub, Auth: s.auth, Decider: s.decider,
-		Wake: d.Wake, CORSOrigins: d.CORSOrigins, Closing: s.closing,
+		Wake: d.Wake, CORSOrigins: d.CORSOrigins, Closing: s.sockets.Closing(),
 		Logger: log.With("component", "langgraph"), Version: d.Version})
 
 	e := echo.New()
@@ -242,7 +207,7 @@ func (s *Server) routes() {
 	api(get, "/analytics", viewer, s.analyticsAPI)
 
 	// Slack's interactivity callbacks: signed by Slack, not a principal.
-	s.route(post, "/integrations/slack/actions", "", s.slackActions)
+	s.slack.Register(router{s})
 
 	// The approval desk: pages, their forms and live feeds, static files.
 	s.registerDesk()
@@ -289,12 +254,10 @@ func (s *Server) Start(addr string) (net.Addr, error) {
 // ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	if !s.closed {
-		s.closed = true
-		close(s.closing)
-	}
+	s.closed = true
 	srv := s.httpSrv
 	s.mu.Unlock()
+	s.sockets.Shut()
 
 	var err error
 	if srv != nil {
@@ -303,7 +266,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// Hijacked connections are not the http.Server's to wait for, nor
 	// the answers to Slack callbacks.
 	done := make(chan struct{})
-	go func() { s.streams.Wait(); s.slackWG.Wait(); close(done) }()
+	go func() { s.sockets.Wait(); s.slack.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -312,36 +275,29 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// beginStream registers a websocket handler for Shutdown to wait for; false
-// once shutting down.
-func (s *Server) beginStream() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.streams.Add(1)
-	return true
-}
-
 // OpenWebsockets counts the websocket handlers running now (event streams
 // and live pages): the websockets_open gauge.
-func (s *Server) OpenWebsockets() int { return int(s.streams.n.Load()) }
+func (s *Server) OpenWebsockets() int { return s.sockets.Open() }
 
-// streamGroup is a sync.WaitGroup of websocket handlers that also counts them.
-type streamGroup struct {
-	wg sync.WaitGroup
-	n  atomic.Int64
+// handleError is echo's HTTPErrorHandler: it writes the error body unless
+// the response has started. Logging is the request logger's job.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	if langgraph.Owns(c.Request().URL.Path) {
+		// LangGraph's clients read {"detail"}.
+		langgraph.HandleError(err, c)
+		return
+	}
+	response.Write(c, err)
 }
 
-func (g *streamGroup) Add(delta int) {
-	g.n.Add(int64(delta))
-	g.wg.Add(delta)
-}
+// router is the server's route table as a handler package adds to it
+// (each package's Router).
+type router struct{ s *Server }
 
-func (g *streamGroup) Done() {
-	g.n.Add(-1)
-	g.wg.Done()
+// Route adds a route with the least role it needs ("" public).
+func (r router) Route(method, path string, role auth.Role, h echo.HandlerFunc) {
+	r.s.route(method, path, role, h)
 }
-
-func (g *streamGroup) Wait() { g.wg.Wait() }

@@ -21,6 +21,7 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/live"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
 )
@@ -115,15 +116,15 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 	return b
 }
 
-// response is an HTTP answer, read whole.
-type response struct {
+// reply is an HTTP answer, read whole.
+type reply struct {
 	status int
 	header http.Header
 	body   []byte
 }
 
 // json decodes the body into v.
-func (r response) json(t *testing.T, v any) {
+func (r reply) json(t *testing.T, v any) {
 	t.Helper()
 	if err := json.Unmarshal(r.body, v); err != nil {
 		t.Fatalf("decode %s: %v", r.body, err)
@@ -131,21 +132,21 @@ func (r response) json(t *testing.T, v any) {
 }
 
 // apiErr is the error body.
-func (r response) apiErr(t *testing.T) errorJSON {
+func (r reply) apiErr(t *testing.T) response.BodyError {
 	t.Helper()
-	var e errorBody
+	var e response.Body
 	r.json(t, &e)
 	return e.Error
 }
 
 // do sends a request with the test token. body is a string (sent as is),
 // nil (none) or anything else (marshalled).
-func (b *bundle) do(t *testing.T, method, path string, body any) response {
+func (b *bundle) do(t *testing.T, method, path string, body any) reply {
 	t.Helper()
 	return b.doAuth(t, method, path, body, "Bearer "+testToken)
 }
 
-func (b *bundle) doAuth(t *testing.T, method, path string, body any, auth string) response {
+func (b *bundle) doAuth(t *testing.T, method, path string, body any, auth string) reply {
 	t.Helper()
 	var rd io.Reader
 	switch v := body.(type) {
@@ -182,7 +183,7 @@ func (b *bundle) doAuth(t *testing.T, method, path string, body any, auth string
 	if err != nil {
 		t.Fatalf("read body: %v", err)
 	}
-	return response{status: res.StatusCode, header: res.Header, body: raw}
+	return reply{status: res.StatusCode, header: res.Header, body: raw}
 }
 
 // featureInput is a valid feature task request; gates {} makes every gate

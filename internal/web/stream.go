@@ -12,6 +12,9 @@ import (
 
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/web/request"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
+	"github.com/gatehousehq/gatehouse/internal/web/socket"
 )
 
 // streamBuffer is how many rendered events wait for the socket. When it is
@@ -27,33 +30,33 @@ const maxClientMessage = 4096
 // event of the task with seq > N as JSON text messages, replayed from the
 // table, then live, in seq order without gaps or repeats.
 func (s *Server) stream(c echo.Context) error {
-	id, err := pathID(c)
+	id, err := request.PathID(c)
 	if err != nil {
 		return err
 	}
-	after, err := queryInt(c, "after", 0, 0, 1<<62)
+	after, err := request.QueryInt(c, "after", 0, 0, 1<<62)
 	if err != nil {
 		return err
 	}
 	if s.hub == nil {
-		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "live events are not available"}
+		return &response.Error{Status: http.StatusServiceUnavailable, Code: response.CodeUnavailable, Message: "live events are not available"}
 	}
 	r := c.Request()
 	t, err := s.store.Task(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	if err := mayRead(principalOf(c), t); err != nil {
+	if err := request.MayRead(request.Principal(c), t); err != nil {
 		return err
 	}
 	if !websocket.IsWebSocketUpgrade(r) {
-		return badRequest("", "this endpoint is a websocket: send an upgrade request")
+		return response.BadRequest("", "this endpoint is a websocket: send an upgrade request")
 	}
-	if !s.beginStream() {
-		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "server is shutting down"}
+	if !s.sockets.Begin() {
+		return &response.Error{Status: http.StatusServiceUnavailable, Code: response.CodeUnavailable, Message: "server is shutting down"}
 	}
-	defer s.streams.Done()
-	conn, err := s.upgrader.Upgrade(c.Response(), r, nil)
+	defer s.sockets.Done()
+	conn, err := s.sockets.Upgrade(c.Response(), r)
 	if err != nil {
 		// The upgrader has answered the client.
 		c.Response().Committed = true
@@ -81,8 +84,8 @@ func (s *Server) serveStream(parent context.Context, conn *websocket.Conn, taskI
 		defer close(readerDone)
 		defer cancel()
 		conn.SetReadLimit(maxClientMessage)
-		_ = conn.SetReadDeadline(time.Now().Add(s.pongWait))
-		conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(s.pongWait)) })
+		_ = conn.SetReadDeadline(time.Now().Add(s.sockets.PongWait))
+		conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(s.sockets.PongWait)) })
 		for {
 			// NextReader drops the previous message unread.
 			if _, _, err := conn.NextReader(); err != nil {
@@ -117,7 +120,7 @@ func (s *Server) serveStream(parent context.Context, conn *websocket.Conn, taskI
 		done <- followed{last, err}
 	}(followDone)
 
-	ping := time.NewTicker(s.pingPeriod)
+	ping := time.NewTicker(s.sockets.PingPeriod)
 	defer ping.Stop()
 	last := after
 	reason := ""
@@ -125,25 +128,25 @@ loop:
 	for {
 		select {
 		case m := <-out:
-			_ = conn.SetWriteDeadline(time.Now().Add(s.writeWait))
+			_ = conn.SetWriteDeadline(time.Now().Add(s.sockets.WriteWait))
 			if err := conn.WriteMessage(websocket.TextMessage, m.body); err != nil {
 				reason = "write: " + err.Error()
 				break loop
 			}
 			last = m.seq
 		case <-ping.C:
-			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.writeWait)); err != nil {
+			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.sockets.WriteWait)); err != nil {
 				reason = "ping: " + err.Error()
 				break loop
 			}
 			if err := recheck(ctx); errors.Is(err, auth.ErrUnauthenticated) {
 				reason = "credentials ended"
-				s.closeStream(conn, closeSessionEnded, "credentials ended", readerDone)
+				s.sockets.Close(conn, socket.SessionEnded, "credentials ended", readerDone)
 				break loop
 			}
-		case <-s.closing:
+		case <-s.sockets.Closing():
 			reason = "server shutting down"
-			s.closeStream(conn, websocket.CloseGoingAway, "server shutting down", readerDone)
+			s.sockets.Close(conn, websocket.CloseGoingAway, "server shutting down", readerDone)
 			break loop
 		case f := <-followDone:
 			followDone = nil // received
@@ -151,7 +154,7 @@ loop:
 			if f.err != nil && !errors.Is(f.err, context.Canceled) {
 				s.log.Error("websocket follow failed", "task", taskID, "error", f.err)
 				reason = "follow: " + f.err.Error()
-				s.closeStream(conn, websocket.CloseInternalServerErr, "internal error", readerDone)
+				s.sockets.Close(conn, websocket.CloseInternalServerErr, "internal error", readerDone)
 			} else {
 				reason = "client gone"
 			}
@@ -168,19 +171,4 @@ loop:
 		<-followDone
 	}
 	return last, reason
-}
-
-// closeStream says goodbye with a close frame and waits a moment for the
-// client's reply (the reader sees it) before the connection is closed.
-func (s *Server) closeStream(conn *websocket.Conn, code int, text string, readerDone <-chan struct{}) {
-	msg := websocket.FormatCloseMessage(code, text)
-	if err := conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(s.writeWait)); err != nil {
-		return
-	}
-	t := time.NewTimer(closeWait)
-	defer t.Stop()
-	select {
-	case <-readerDone:
-	case <-t.C:
-	}
 }

@@ -178,8 +178,8 @@ func (b *bundle) create2(t *testing.T, base string) string {
 func TestStreamPing(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{token: testToken, tweak: func(s *Server) {
-		s.pingPeriod = 50 * time.Millisecond
-		s.pongWait = 400 * time.Millisecond
+		s.sockets.PingPeriod = 50 * time.Millisecond
+		s.sockets.PongWait = 400 * time.Millisecond
 	}})
 	task := b.create(t, featureTask(nil))
 	conn := b.dial(t, b.base, task.ID, 0)

@@ -13,6 +13,8 @@ import (
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/web/request"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 )
 
 // Limits of the task API.
@@ -34,32 +36,32 @@ type createTaskRequest struct {
 // createTask: POST /api/v1/tasks → 201 Task.
 func (s *Server) createTask(c echo.Context) error {
 	var req createTaskRequest
-	if err := decodeBody(c, &req); err != nil {
+	if err := request.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	req.Workflow = strings.TrimSpace(req.Workflow)
 	if req.Workflow == "" {
-		return badRequest("workflow", "workflow is required")
+		return response.BadRequest("workflow", "workflow is required")
 	}
 	if _, err := s.engine.Workflow(req.Workflow); err != nil {
 		return err
 	}
-	if isNull(req.Input) {
+	if request.IsNull(req.Input) {
 		req.Input = nil
 	}
-	if isNull(req.Options) {
+	if request.IsNull(req.Options) {
 		req.Options = nil
 	}
 	title := strings.Join(strings.Fields(req.Title), " ")
 	switch {
 	case utf8.RuneCountInString(title) > maxTitle:
-		return badRequest("title", "title is longer than %d characters", maxTitle)
+		return response.BadRequest("title", "title is longer than %d characters", maxTitle)
 	case !utf8.ValidString(title):
-		return badRequest("title", "title is not valid UTF-8")
+		return response.BadRequest("title", "title is not valid UTF-8")
 	}
 	ctx := c.Request().Context()
 	t, err := s.engine.Create(ctx, graph.NewTask{Workflow: req.Workflow, Title: title, Input: req.Input,
-		Options: req.Options, CreatedBy: principalOf(c).Name})
+		Options: req.Options, CreatedBy: request.Principal(c).Name})
 	if err != nil {
 		return err
 	}
@@ -76,7 +78,7 @@ func (s *Server) renderTask(c echo.Context, status int, id string) error {
 	if err != nil {
 		return err
 	}
-	if err := mayRead(principalOf(c), t); err != nil {
+	if err := request.MayRead(request.Principal(c), t); err != nil {
 		return err
 	}
 	out := s.taskJSON(t, pending)
@@ -85,7 +87,7 @@ func (s *Server) renderTask(c echo.Context, status int, id string) error {
 			return err
 		}
 	}
-	return writeJSON(c, status, out)
+	return response.JSON(c, status, out)
 }
 
 // approvalsOf is the approval progress of a pending interrupt whose kind
@@ -104,7 +106,7 @@ func (s *Server) approvalsOf(ctx context.Context, itr *graph.Interrupt) (*Approv
 
 // getTask: GET /api/v1/tasks/:id → Task.
 func (s *Server) getTask(c echo.Context) error {
-	id, err := pathID(c)
+	id, err := request.PathID(c)
 	if err != nil {
 		return err
 	}
@@ -119,15 +121,15 @@ type taskList struct {
 // listTasks: GET /api/v1/tasks?status=&workflow=&limit=&cursor= → newest
 // first, keyset-paged.
 func (s *Server) listTasks(c echo.Context) error {
-	status, err := taskStatus(c.QueryParam("status"))
+	status, err := request.TaskStatus(c.QueryParam("status"))
 	if err != nil {
 		return err
 	}
-	limit, err := queryInt(c, "limit", defaultTaskLimit, 1, maxTaskLimit)
+	limit, err := request.QueryInt(c, "limit", defaultTaskLimit, 1, maxTaskLimit)
 	if err != nil {
 		return err
 	}
-	cursor, err := decodeCursor(c.QueryParam("cursor"))
+	cursor, err := request.DecodeCursor(c.QueryParam("cursor"))
 	if err != nil {
 		return err
 	}
@@ -147,8 +149,8 @@ func (s *Server) listTasks(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := taskList{Tasks: make([]Task, 0, len(tasks)), NextCursor: encodeCursor(next)}
-	who := principalOf(c)
+	out := taskList{Tasks: make([]Task, 0, len(tasks)), NextCursor: request.EncodeCursor(next)}
+	who := request.Principal(c)
 	for i := range tasks {
 		if !auth.MaySee(who, &tasks[i]) {
 			continue
@@ -165,13 +167,13 @@ func (s *Server) listTasks(c echo.Context) error {
 		}
 		out.Tasks = append(out.Tasks, t)
 	}
-	return writeJSON(c, http.StatusOK, out)
+	return response.JSON(c, http.StatusOK, out)
 }
 
 // taskOf reads the :id parameter and checks the task exists and the
 // principal may see it.
 func (s *Server) taskOf(c echo.Context) (*graph.Task, error) {
-	id, err := pathID(c)
+	id, err := request.PathID(c)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +181,7 @@ func (s *Server) taskOf(c echo.Context) (*graph.Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	return t, mayRead(principalOf(c), t)
+	return t, request.MayRead(request.Principal(c), t)
 }
 
 // getState: GET /api/v1/tasks/:id/state → the current checkpoint.
@@ -192,7 +194,7 @@ func (s *Server) getState(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(c, http.StatusOK, State{State: orObject(cp.State), LastNodeID: cp.LastNode, Step: cp.Step,
+	return response.JSON(c, http.StatusOK, State{State: orObject(cp.State), LastNodeID: cp.LastNode, Step: cp.Step,
 		UpdatedAt: stamp(cp.UpdatedAt)})
 }
 
@@ -213,13 +215,13 @@ func (s *Server) listCheckpoints(c echo.Context) error {
 	for i := range hist {
 		out.Checkpoints = append(out.Checkpoints, checkpointJSON(&hist[i]))
 	}
-	return writeJSON(c, http.StatusOK, out)
+	return response.JSON(c, http.StatusOK, out)
 }
 
 // getCheckpoint: GET /api/v1/tasks/:id/checkpoints/:step → one checkpoint
 // with its state.
 func (s *Server) getCheckpoint(c echo.Context) error {
-	if _, err := pathID(c); err != nil {
+	if _, err := request.PathID(c); err != nil {
 		return err
 	}
 	step, err := paramInt(c, "step")
@@ -236,27 +238,27 @@ func (s *Server) getCheckpoint(c echo.Context) error {
 	}
 	out := checkpointJSON(&cp.HistoryEntry)
 	out.State = orObject(cp.State)
-	return writeJSON(c, http.StatusOK, out)
+	return response.JSON(c, http.StatusOK, out)
 }
 
 func paramInt(c echo.Context, name string) (int, error) {
 	n, err := strconv.ParseUint(c.Param(name), 10, 31)
 	if err != nil {
-		return 0, badRequest(name, "%s must be a non-negative integer", name)
+		return 0, response.BadRequest(name, "%s must be a non-negative integer", name)
 	}
 	return int(n), nil
 }
 
 // listEvents: GET /api/v1/tasks/:id/events?after=N&limit= → in seq order.
 func (s *Server) listEvents(c echo.Context) error {
-	if _, err := pathID(c); err != nil {
+	if _, err := request.PathID(c); err != nil {
 		return err
 	}
-	after, err := queryInt(c, "after", 0, 0, 1<<62)
+	after, err := request.QueryInt(c, "after", 0, 0, 1<<62)
 	if err != nil {
 		return err
 	}
-	limit, err := queryInt(c, "limit", defaultEventLimit, 1, maxEventLimit)
+	limit, err := request.QueryInt(c, "limit", defaultEventLimit, 1, maxEventLimit)
 	if err != nil {
 		return err
 	}
@@ -274,7 +276,7 @@ func (s *Server) listEvents(c echo.Context) error {
 	for i := range evs {
 		out.Events = append(out.Events, eventJSON(&evs[i]))
 	}
-	return writeJSON(c, http.StatusOK, out)
+	return response.JSON(c, http.StatusOK, out)
 }
 
 // listArtifacts: GET /api/v1/tasks/:id/artifacts → every version.
@@ -293,7 +295,7 @@ func (s *Server) listArtifacts(c echo.Context) error {
 	for i := range arts {
 		out.Artifacts = append(out.Artifacts, artifactJSON(&arts[i]))
 	}
-	return writeJSON(c, http.StatusOK, out)
+	return response.JSON(c, http.StatusOK, out)
 }
 
 // cancelTask: POST /api/v1/tasks/:id/cancel → 202 Task; 409 when it ended.
@@ -303,7 +305,7 @@ func (s *Server) cancelTask(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.store.Cancel(c.Request().Context(), t.ID, principalOf(c).Name); err != nil {
+	if err := s.store.Cancel(c.Request().Context(), t.ID, request.Principal(c).Name); err != nil {
 		return err
 	}
 	return s.renderTask(c, http.StatusAccepted, t.ID)
@@ -319,7 +321,7 @@ func (s *Server) retryTask(c echo.Context) error {
 	if err := s.resumable(c.Request().Context(), t); err != nil {
 		return err
 	}
-	if err := s.store.Retry(c.Request().Context(), t.ID, principalOf(c).Name); err != nil {
+	if err := s.store.Retry(c.Request().Context(), t.ID, request.Principal(c).Name); err != nil {
 		return err
 	}
 	s.wakeRunner()
@@ -341,12 +343,12 @@ func (s *Server) listWorkflows(c echo.Context) error {
 	for _, w := range wfs {
 		out.Workflows = append(out.Workflows, w.Describe())
 	}
-	return writeJSON(c, http.StatusOK, out)
+	return response.JSON(c, http.StatusOK, out)
 }
 
 // healthz: GET /healthz — the process answers.
 func (s *Server) healthz(c echo.Context) error {
-	return writeJSON(c, http.StatusOK, map[string]string{"status": "ok"})
+	return response.JSON(c, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // readyz: GET /readyz — the database is reachable and migrated.
@@ -356,8 +358,8 @@ func (s *Server) readyz(c echo.Context) error {
 		defer cancel()
 		if err := s.ready(ctx); err != nil {
 			s.log.Warn("not ready", "error", err)
-			return writeJSON(c, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": err.Error()})
+			return response.JSON(c, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": err.Error()})
 		}
 	}
-	return writeJSON(c, http.StatusOK, map[string]string{"status": "ok"})
+	return response.JSON(c, http.StatusOK, map[string]string{"status": "ok"})
 }

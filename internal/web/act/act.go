@@ -1,18 +1,21 @@
-package web
-
-// Action links of notification emails (SPEC §12): GET and HEAD show what
-// is asked and change nothing, whoever fetches them (mail scanners, chat
-// unfurlers); only the page's own POST decides, as the link's recipient,
-// through the Decider like every other channel. The token is the
-// credential: no session, never logged (logRequests logs the route), never
-// sent on as a Referer.
+// Package act serves the action links of notification emails (SPEC §12),
+// /act/<token>: GET and HEAD show what is asked and change nothing,
+// whoever fetches them (mail scanners, chat unfurlers); only the page's own
+// POST decides, as the link's recipient, through the Decider like every
+// other channel. The token is the credential: no session, never logged
+// (the server logs the route), never sent on as a Referer. It declares the
+// Store it uses; it imports the request and response kernels, never
+// another handler package nor internal/web.
+package act
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"strings"
@@ -23,6 +26,8 @@ import (
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/notify"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
+	"github.com/gatehousehq/gatehouse/static"
 	"github.com/gatehousehq/gatehouse/views"
 )
 
@@ -38,11 +43,60 @@ func actFormKey(token string, l *notify.ActionLink) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-func (d *desk) registerAct() {
-	for _, m := range []string{http.MethodGet, http.MethodHead} {
-		d.route(m, "/act/:token", "", d.actPage, true)
+// Store is what the action links read and write (postgres.Store).
+type Store interface {
+	// ActionLink errors: notify.ErrNotFound.
+	ActionLink(ctx context.Context, hash []byte) (*notify.ActionLink, error)
+	SpendActionLink(ctx context.Context, hash []byte) (bool, error)
+	DecisionSubject(ctx context.Context, taskID, interruptID string) (*graph.Task, *graph.Interrupt, error)
+	Decisions(ctx context.Context, taskID string) ([]graph.Decision, error)
+	Approvals(ctx context.Context, interruptID string) ([]string, error)
+	// UserByName errors: auth.ErrNotFound.
+	UserByName(ctx context.Context, username string) (*auth.User, error)
+}
+
+// Router adds a route with the least role it needs ("" public): the
+// server's, which keeps every route's role.
+type Router interface {
+	Route(method, path string, role auth.Role, h echo.HandlerFunc)
+}
+
+// Deps is what the action links need.
+type Deps struct {
+	Store   Store
+	Decider *auth.Decider
+	Assets  *static.Assets
+	// Page wraps a page handler: a post from another origin is refused,
+	// and an error becomes the site's HTML error page.
+	Page   func(echo.HandlerFunc) echo.HandlerFunc
+	Logger *slog.Logger
+}
+
+// Handler serves /act/:token.
+type Handler struct {
+	store   Store
+	decider *auth.Decider
+	assets  *static.Assets
+	page    func(echo.HandlerFunc) echo.HandlerFunc
+	log     *slog.Logger
+}
+
+// New returns the handler.
+func New(d Deps) *Handler {
+	h := &Handler{store: d.Store, decider: d.Decider, assets: d.Assets, page: d.Page, log: d.Logger}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
 	}
-	d.route(http.MethodPost, "/act/:token", "", d.actPost, true)
+	return h
+}
+
+// Register adds GET, HEAD and POST /act/:token: public, the token is the
+// credential.
+func (h *Handler) Register(r Router) {
+	for _, m := range []string{http.MethodGet, http.MethodHead} {
+		r.Route(m, "/act/:token", "", h.page(h.actPage))
+	}
+	r.Route(http.MethodPost, "/act/:token", "", h.page(h.actPost))
 }
 
 // actHeaders keep the token where it is: no Referer to anything the page
@@ -63,22 +117,22 @@ type actLink struct {
 }
 
 // loadAct reads the link of the request's token: 404 when unknown.
-func (d *desk) loadAct(c echo.Context) (*actLink, error) {
+func (h *Handler) loadAct(c echo.Context) (*actLink, error) {
 	token := c.Param("token")
 	if !actTokenRe.MatchString(token) {
-		return nil, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "This link is not known. Check that it was not cut short."}
+		return nil, &response.Error{Status: http.StatusNotFound, Code: response.CodeNotFound, Message: "This link is not known. Check that it was not cut short."}
 	}
 	ctx := c.Request().Context()
-	l, err := d.s.store.ActionLink(ctx, notify.TokenHash(token))
+	l, err := h.store.ActionLink(ctx, notify.TokenHash(token))
 	if errors.Is(err, notify.ErrNotFound) {
-		return nil, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "This link is not known. Check that it was not cut short."}
+		return nil, &response.Error{Status: http.StatusNotFound, Code: response.CodeNotFound, Message: "This link is not known. Check that it was not cut short."}
 	}
 	if err != nil {
 		return nil, err
 	}
-	t, itr, err := d.s.store.DecisionSubject(ctx, l.TaskID, l.InterruptID)
+	t, itr, err := h.store.DecisionSubject(ctx, l.TaskID, l.InterruptID)
 	if errors.Is(err, graph.ErrTaskNotFound) || err == nil && itr == nil {
-		return nil, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "The task of this link no longer exists."}
+		return nil, &response.Error{Status: http.StatusNotFound, Code: response.CodeNotFound, Message: "The task of this link no longer exists."}
 	}
 	if err != nil {
 		return nil, err
@@ -87,17 +141,17 @@ func (d *desk) loadAct(c echo.Context) (*actLink, error) {
 }
 
 // ended says why a link no longer decides ("" while it does).
-func (d *desk) ended(c echo.Context, a *actLink) (string, error) {
+func (h *Handler) ended(c echo.Context, a *actLink) (string, error) {
 	kind := notify.KindLabel(a.itr.Kind)
 	switch a.itr.Status {
 	case graph.InterruptResolved:
-		decs, err := d.s.store.Decisions(c.Request().Context(), a.task.ID)
+		decs, err := h.store.Decisions(c.Request().Context(), a.task.ID)
 		if err != nil {
 			return "", err
 		}
 		for _, dec := range decs {
 			if dec.InterruptID == a.itr.ID {
-				msg := fmt.Sprintf("%s %s this %s at %s.", dec.DecidedBy, verb(dec.Action), kind,
+				msg := fmt.Sprintf("%s %s this %s at %s.", dec.DecidedBy, response.Verb(dec.Action), kind,
 					dec.DecidedAt.UTC().Format("2006-01-02 15:04:05 MST"))
 				if dec.Feedback != "" {
 					msg += " Feedback: " + dec.Feedback
@@ -112,13 +166,13 @@ func (d *desk) ended(c echo.Context, a *actLink) (string, error) {
 		return fmt.Sprintf("This %s was withdrawn at %s (the task was cancelled or moved on).", kind, stampOr(a.itr.ResolvedAt)), nil
 	}
 	if u := a.link.UsedAt; u != nil {
-		approvers, err := d.s.store.Approvals(c.Request().Context(), a.itr.ID)
+		approvers, err := h.store.Approvals(c.Request().Context(), a.itr.ID)
 		if err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("%s used this link at %s. The %s still waits (%s); the others who may decide have their own links.",
 			a.link.Recipient, u.UTC().Format("2006-01-02 15:04:05 MST"), kind,
-			auth.Progress(len(approvers), d.s.decider.Policy().Required(a.itr.Kind))), nil
+			auth.Progress(len(approvers), h.decider.Policy().Required(a.itr.Kind))), nil
 	}
 	if !time.Now().Before(a.link.ExpiresAt) {
 		return fmt.Sprintf("This link ended at %s. The %s still waits: decide on the task page.",
@@ -144,40 +198,40 @@ func stampOr(t *time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05 MST")
 }
 
-func (d *desk) actGone(c echo.Context, a *actLink, msg string) error {
-	return d.actDone(c, http.StatusGone, a, "This link has been used or has ended", msg)
+func (h *Handler) actGone(c echo.Context, a *actLink, msg string) error {
+	return h.actDone(c, http.StatusGone, a, "This link has been used or has ended", msg)
 }
 
-func (d *desk) actDone(c echo.Context, status int, a *actLink, title, msg string) error {
+func (h *Handler) actDone(c echo.Context, status int, a *actLink, title, msg string) error {
 	actHeaders(c)
 	p := views.ActDone{Title: title, Message: msg, TaskTitle: a.task.Title, TaskURL: "/tasks/" + a.task.ID,
-		CSS: d.assets.URL("app.css")}
-	return d.write(c, status, views.ActDoneView(p))
+		CSS: h.assets.URL("app.css")}
+	return response.Page(c, status, views.ActDoneView(p))
 }
 
 // actPage: GET and HEAD /act/:token. It changes nothing.
-func (d *desk) actPage(c echo.Context) error {
+func (h *Handler) actPage(c echo.Context) error {
 	actHeaders(c)
-	a, err := d.loadAct(c)
+	a, err := h.loadAct(c)
 	if err != nil {
 		return err
 	}
-	msg, err := d.ended(c, a)
+	msg, err := h.ended(c, a)
 	if err != nil {
 		return err
 	}
 	if msg != "" {
-		return d.actGone(c, a, msg)
+		return h.actGone(c, a, msg)
 	}
-	return d.actForm(c, http.StatusOK, a, "", "")
+	return h.actForm(c, http.StatusOK, a, "", "")
 }
 
-func (d *desk) actForm(c echo.Context, status int, a *actLink, errMsg, feedback string) error {
+func (h *Handler) actForm(c echo.Context, status int, a *actLink, errMsg, feedback string) error {
 	itr := a.itr
 	p := views.ActPage{Title: notify.KindLabel(itr.Kind) + " waits for your decision", Recipient: a.link.Recipient,
 		TaskTitle: a.task.Title, Workflow: a.task.Workflow, Kind: itr.Kind, Ask: itr.Payload.Title, Question: itr.Payload.Question,
 		Action: "/act/" + a.token, FormKey: actFormKey(a.token, a.link), Error: errMsg, Feedback: feedback,
-		CSS: d.assets.URL("app.css")}
+		CSS: h.assets.URL("app.css")}
 	if itr.Deadline != nil {
 		p.Deadline = itr.Deadline.UTC().Format("2006-01-02 15:04 MST")
 	}
@@ -193,50 +247,50 @@ func (d *desk) actForm(c echo.Context, status int, a *actLink, errMsg, feedback 
 	if itr.ClaimedBy != "" && itr.ClaimedBy != a.link.Recipient {
 		p.Claim = claimNote(itr)
 	}
-	if n := d.s.decider.Policy().Required(itr.Kind); n > 1 {
-		approvers, err := d.s.store.Approvals(c.Request().Context(), itr.ID)
+	if n := h.decider.Policy().Required(itr.Kind); n > 1 {
+		approvers, err := h.store.Approvals(c.Request().Context(), itr.ID)
 		if err != nil {
 			return err
 		}
 		p.Progress = auth.Progress(len(approvers), n)
 	}
 	actHeaders(c)
-	return d.write(c, status, views.ActView(p))
+	return response.Page(c, status, views.ActView(p))
 }
 
 // actPost: POST /act/:token decides as the link's recipient.
-func (d *desk) actPost(c echo.Context) error {
+func (h *Handler) actPost(c echo.Context) error {
 	actHeaders(c)
-	a, err := d.loadAct(c)
+	a, err := h.loadAct(c)
 	if err != nil {
 		return err
 	}
 	if !hmac.Equal([]byte(c.FormValue("_act")), []byte(actFormKey(a.token, a.link))) {
-		return &Error{Status: http.StatusForbidden, Code: CodeForbidden,
+		return &response.Error{Status: http.StatusForbidden, Code: response.CodeForbidden,
 			Message: "This form did not come from the link's own page; open the link again."}
 	}
-	msg, err := d.ended(c, a)
+	msg, err := h.ended(c, a)
 	if err != nil {
 		return err
 	}
 	if msg != "" {
-		return d.actGone(c, a, msg)
+		return h.actGone(c, a, msg)
 	}
 	ctx := c.Request().Context()
 	action, feedback := strings.TrimSpace(c.FormValue("action")), c.FormValue("feedback")
 	if action == graph.ActionEdit {
-		return d.actForm(c, http.StatusUnprocessableEntity, a, "An edit needs the task page's editor.", feedback)
+		return h.actForm(c, http.StatusUnprocessableEntity, a, "An edit needs the task page's editor.", feedback)
 	}
-	u, err := d.s.auth.Store().UserByName(ctx, a.link.Recipient)
+	u, err := h.store.UserByName(ctx, a.link.Recipient)
 	if errors.Is(err, auth.ErrNotFound) || err == nil && u.Disabled {
-		return d.actForm(c, http.StatusForbidden, a, a.link.Recipient+" is disabled or no longer exists: this link decides nothing.", feedback)
+		return h.actForm(c, http.StatusForbidden, a, a.link.Recipient+" is disabled or no longer exists: this link decides nothing.", feedback)
 	}
 	if err != nil {
 		return err
 	}
 	p := auth.Principal{Name: u.Username, Role: u.Role, Kinds: u.Kinds, Kind: auth.KindUser, ID: u.ID}
 	in := graph.DecisionInput{InterruptID: a.itr.ID, Action: action, Feedback: feedback}
-	out, derr := d.s.decider.DecideOn(ctx, p, auth.Subject{Task: a.task, Interrupt: a.itr}, in)
+	out, derr := h.decider.DecideOn(ctx, p, auth.Subject{Task: a.task, Interrupt: a.itr}, in)
 	var (
 		fb *auth.ForbiddenError
 		ve *graph.ValidationError
@@ -245,54 +299,54 @@ func (d *desk) actPost(c echo.Context) error {
 	switch {
 	case derr == nil:
 	case errors.As(derr, &fb):
-		return d.actForm(c, http.StatusForbidden, a, fb.Reason, feedback)
+		return h.actForm(c, http.StatusForbidden, a, fb.Reason, feedback)
 	case errors.As(derr, &ve):
-		return d.actForm(c, http.StatusUnprocessableEntity, a, decisionMessage(ve), feedback)
+		return h.actForm(c, http.StatusUnprocessableEntity, a, response.DecisionMessage(ve), feedback)
 	case errors.As(derr, &cf) && cf.Holder != "":
 		// Someone else holds the claim (SPEC §11): refused with the
 		// reason, nothing recorded, and the link stays as it was, to be
 		// used once the claim is released or ends.
-		fresh, err := d.loadAct(c)
+		fresh, err := h.loadAct(c)
 		if err != nil {
 			return err
 		}
-		if msg, err := d.ended(c, fresh); err != nil || msg != "" {
+		if msg, err := h.ended(c, fresh); err != nil || msg != "" {
 			if err != nil {
 				return err
 			}
-			return d.actGone(c, fresh, msg)
+			return h.actGone(c, fresh, msg)
 		}
 		if fresh.itr.ClaimedBy == "" {
 			// Released between the refusal and this read.
 			fresh.itr.ClaimedBy = cf.Holder
 		}
-		return d.actForm(c, http.StatusConflict, fresh, "Not recorded: "+claimNote(fresh.itr), feedback)
+		return h.actForm(c, http.StatusConflict, fresh, "Not recorded: "+claimNote(fresh.itr), feedback)
 	case errors.As(derr, &cf):
-		fresh, err := d.loadAct(c)
+		fresh, err := h.loadAct(c)
 		if err != nil {
 			return err
 		}
-		msg, err := d.ended(c, fresh)
+		msg, err := h.ended(c, fresh)
 		if err != nil {
 			return err
 		}
 		if msg == "" {
 			msg = "That decision is no longer open."
 		}
-		return d.actGone(c, fresh, msg)
+		return h.actGone(c, fresh, msg)
 	default:
 		return derr
 	}
 	// Decided (or one approval of several): the link is spent.
-	if _, err := d.s.store.SpendActionLink(ctx, notify.TokenHash(a.token)); err != nil {
-		d.s.log.Warn("spending an action link", "interrupt", a.itr.ID, "error", err)
+	if _, err := h.store.SpendActionLink(ctx, notify.TokenHash(a.token)); err != nil {
+		h.log.Warn("spending an action link", "interrupt", a.itr.ID, "error", err)
 	}
 	kind := notify.KindLabel(a.itr.Kind)
 	if out.Pending() {
-		return d.actDone(c, http.StatusOK, a, "Your approval is recorded",
+		return h.actDone(c, http.StatusOK, a, "Your approval is recorded",
 			fmt.Sprintf("%s approved this %s (%s); it waits for another approver.", p.Name, kind, out.Progress()))
 	}
-	return d.actDone(c, http.StatusOK, a, "Decided",
-		fmt.Sprintf("%s %s this %s at %s.", p.Name, verb(out.Decision.Action), kind,
+	return h.actDone(c, http.StatusOK, a, "Decided",
+		fmt.Sprintf("%s %s this %s at %s.", p.Name, response.Verb(out.Decision.Action), kind,
 			out.Decision.DecidedAt.UTC().Format("2006-01-02 15:04:05 MST")))
 }

@@ -1,10 +1,11 @@
-package web
-
-// Slack's interactivity callbacks (SPEC §12): POST
+// Package slack answers Slack's interactivity callbacks (SPEC §12): POST
 // /integrations/slack/actions as Slack sends it, verified with the signing
 // secret, acknowledged at once; the outcome goes to the callback's
 // response_url. Decisions go through the Decider as the Gatehouse user the
-// Slack user maps to.
+// Slack user maps to. It declares the Store it reads; it imports the
+// request and response kernels, never another handler package nor
+// internal/web.
+package slack
 
 import (
 	"context"
@@ -15,10 +16,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -26,7 +29,67 @@ import (
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/notify"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 )
+
+// Store is what the Slack callbacks read (postgres.Store).
+type Store interface {
+	// UserBySlack errors: auth.ErrNotFound.
+	UserBySlack(ctx context.Context, slackID string) (*auth.User, error)
+	Interrupt(ctx context.Context, id string) (*graph.Interrupt, error)
+	Task(ctx context.Context, taskID string) (*graph.Task, error)
+	Decisions(ctx context.Context, taskID string) ([]graph.Decision, error)
+}
+
+// Router adds a route with the least role it needs ("" public): the
+// server's, which keeps every route's role.
+type Router interface {
+	Route(method, path string, role auth.Role, h echo.HandlerFunc)
+}
+
+// Deps is what the callbacks need.
+type Deps struct {
+	Store   Store
+	Decider *auth.Decider
+	// SigningSecret verifies the callbacks ("": the route answers 404).
+	SigningSecret string
+	// Client posts the outcomes to response_url; nil: one with a 15 s
+	// timeout.
+	Client *http.Client
+	Logger *slog.Logger
+}
+
+// Handler serves the callbacks.
+type Handler struct {
+	store   Store
+	decider *auth.Decider
+	secret  string
+	client  *http.Client
+	log     *slog.Logger
+	// answers holds the answers to callbacks in flight.
+	answers sync.WaitGroup
+}
+
+// New returns the handler.
+func New(d Deps) *Handler {
+	h := &Handler{store: d.Store, decider: d.Decider, secret: d.SigningSecret, client: d.Client, log: d.Logger}
+	if h.client == nil {
+		h.client = &http.Client{Timeout: 15 * time.Second}
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	return h
+}
+
+// Register adds POST /integrations/slack/actions: signed by Slack, not a
+// principal.
+func (h *Handler) Register(r Router) {
+	r.Route(http.MethodPost, "/integrations/slack/actions", "", h.actions)
+}
+
+// Wait waits for the answers to callbacks in flight (server shutdown).
+func (h *Handler) Wait() { h.answers.Wait() }
 
 // slackWindow is how old a callback's timestamp may be.
 const slackWindow = 5 * time.Minute
@@ -66,26 +129,26 @@ type slackPayload struct {
 	} `json:"actions"`
 }
 
-// slackActions: POST /integrations/slack/actions.
-func (s *Server) slackActions(c echo.Context) error {
-	if s.slackSecret == "" {
-		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "Slack is not configured (GATEHOUSE_SLACK_SIGNING_SECRET)"}
+// actions: POST /integrations/slack/actions.
+func (h *Handler) actions(c echo.Context) error {
+	if h.secret == "" {
+		return &response.Error{Status: http.StatusNotFound, Code: response.CodeNotFound, Message: "Slack is not configured (GATEHOUSE_SLACK_SIGNING_SECRET)"}
 	}
 	body, err := io.ReadAll(io.LimitReader(c.Request().Body, 1<<20))
 	if err != nil {
 		return err
 	}
-	h := c.Request().Header
-	if err := VerifySlack(s.slackSecret, h.Get("X-Slack-Request-Timestamp"), h.Get("X-Slack-Signature"), body, time.Now()); err != nil {
-		return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: err.Error()}
+	hdr := c.Request().Header
+	if err := VerifySlack(h.secret, hdr.Get("X-Slack-Request-Timestamp"), hdr.Get("X-Slack-Signature"), body, time.Now()); err != nil {
+		return &response.Error{Status: http.StatusUnauthorized, Code: response.CodeUnauthorized, Message: err.Error()}
 	}
 	form, err := url.ParseQuery(string(body))
 	if err != nil {
-		return badRequest("payload", "the body is not a form")
+		return response.BadRequest("payload", "the body is not a form")
 	}
 	var p slackPayload
 	if err := json.Unmarshal([]byte(form.Get("payload")), &p); err != nil {
-		return badRequest("payload", "payload is not JSON")
+		return response.BadRequest("payload", "payload is not JSON")
 	}
 	if p.Type != "block_actions" || len(p.Actions) == 0 {
 		// Nothing of ours (another kind of interaction): acknowledged.
@@ -98,19 +161,19 @@ func (s *Server) slackActions(c echo.Context) error {
 		return c.NoContent(http.StatusOK)
 	}
 	if _, err := url.Parse(p.ResponseURL); err != nil || p.ResponseURL == "" {
-		return badRequest("response_url", "is missing")
+		return response.BadRequest("response_url", "is missing")
 	}
 	// Slack wants its answer within 3 s: the decision and its outcome
 	// travel to response_url after the acknowledgement.
-	s.slackWG.Add(1)
+	h.answers.Add(1)
 	go func() {
-		defer s.slackWG.Done()
+		defer h.answers.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		msg := s.slackDecide(ctx, p.User.ID, strings.TrimSpace(a.Value))
+		msg := h.decide(ctx, p.User.ID, strings.TrimSpace(a.Value))
 		b, _ := json.Marshal(msg)
-		if code, err := notify.PostJSON(ctx, s.slackClient, p.ResponseURL, b); err != nil || code >= 300 {
-			s.log.Warn("answering a Slack callback", "status", code, "error", err)
+		if code, err := notify.PostJSON(ctx, h.client, p.ResponseURL, b); err != nil || code >= 300 {
+			h.log.Warn("answering a Slack callback", "status", code, "error", err)
 		}
 	}()
 	return c.NoContent(http.StatusOK)
@@ -120,31 +183,31 @@ func ephemeral(text string) map[string]any {
 	return map[string]any{"response_type": "ephemeral", "replace_original": false, "text": text}
 }
 
-// slackDecide approves interrupt itrID as the user Slack user slackID maps
+// decide approves interrupt itrID as the user Slack user slackID maps
 // to, and returns what to post to response_url.
-func (s *Server) slackDecide(ctx context.Context, slackID, itrID string) map[string]any {
-	u, err := s.auth.Store().UserBySlack(ctx, slackID)
+func (h *Handler) decide(ctx context.Context, slackID, itrID string) map[string]any {
+	u, err := h.store.UserBySlack(ctx, slackID)
 	if errors.Is(err, auth.ErrNotFound) {
 		return ephemeral(fmt.Sprintf("Your Slack user (%s) is not linked to a Gatehouse user, so nothing was decided. "+
 			"An admin can link it: gatehouse users slack NAME %s", slackID, slackID))
 	}
 	if err != nil {
-		s.log.Error("slack user lookup", "error", err)
+		h.log.Error("slack user lookup", "error", err)
 		return ephemeral("Gatehouse could not look you up; nothing was decided. Try the task page.")
 	}
 	if u.Disabled {
 		return ephemeral(fmt.Sprintf("Gatehouse user %s is disabled; nothing was decided.", u.Username))
 	}
-	itr, err := s.store.Interrupt(ctx, itrID)
+	itr, err := h.store.Interrupt(ctx, itrID)
 	if err != nil {
 		return ephemeral("That decision is not known to Gatehouse; nothing was decided.")
 	}
-	task, err := s.store.Task(ctx, itr.TaskID)
+	task, err := h.store.Task(ctx, itr.TaskID)
 	if err != nil {
 		return ephemeral("That task is not known to Gatehouse; nothing was decided.")
 	}
 	p := auth.Principal{Name: u.Username, Role: u.Role, Kinds: u.Kinds, Kind: auth.KindUser, ID: u.ID}
-	out, err := s.decider.DecideOn(ctx, p, auth.Subject{Task: task, Interrupt: itr},
+	out, err := h.decider.DecideOn(ctx, p, auth.Subject{Task: task, Interrupt: itr},
 		graph.DecisionInput{InterruptID: itr.ID, Action: graph.ActionApprove})
 	kind := notify.KindLabel(itr.Kind)
 	var (
@@ -162,20 +225,20 @@ func (s *Server) slackDecide(ctx context.Context, slackID, itrID string) map[str
 		return ephemeral(fmt.Sprintf("Not approved: %s has claimed this %s; only they may decide it while they hold it. "+
 			"Try again once they release it or the claim ends.", cf.Holder, kind))
 	case errors.As(err, &cf):
-		decs, derr := s.store.Decisions(ctx, task.ID)
+		decs, derr := h.store.Decisions(ctx, task.ID)
 		if derr == nil {
 			for _, d := range decs {
 				if d.InterruptID == itr.ID {
 					return ephemeral(fmt.Sprintf("Nothing more to decide: %s %s this %s at %s.", d.DecidedBy,
-						verb(d.Action), kind, d.DecidedAt.UTC().Format(time.RFC3339)))
+						response.Verb(d.Action), kind, d.DecidedAt.UTC().Format(time.RFC3339)))
 				}
 			}
 		}
 		return ephemeral(fmt.Sprintf("Nothing more to decide: this %s is %s.", kind, cf.Status))
 	case errors.As(err, &ve):
-		return ephemeral("Not approved: " + decisionMessage(ve))
+		return ephemeral("Not approved: " + response.DecisionMessage(ve))
 	default:
-		s.log.Error("slack decision", "error", err)
+		h.log.Error("slack decision", "error", err)
 		return ephemeral("Gatehouse could not record the decision; try the task page.")
 	}
 	title := notify.SlackEscape(task.Title)

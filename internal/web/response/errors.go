@@ -1,4 +1,10 @@
-package web
+// Package response is what a client of the server sees: the API's Error
+// and its codes, Of (the one mapping of errors to statuses), JSON bodies
+// rendered before their status is written, buffered HTML pages, and the
+// wording of decisions that every channel shows alike. It sits below the
+// handler packages (api, desk, act, slack) and imports none of them, nor
+// internal/web.
+package response
 
 import (
 	"context"
@@ -12,7 +18,6 @@ import (
 
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
-	"github.com/gatehousehq/gatehouse/internal/langgraph"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 )
 
@@ -33,7 +38,7 @@ const (
 )
 
 // Error is an API error: what the client sees. Handlers return it (or any
-// error; errorOf maps the rest).
+// error; Of maps the rest).
 type Error struct {
 	Status  int
 	Code    string
@@ -59,30 +64,32 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// badRequest is a 400 naming the field.
-func badRequest(field, format string, args ...any) *Error {
+// BadRequest is a 400 naming the field.
+func BadRequest(field, format string, args ...any) *Error {
 	return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
-func notFound(what string) *Error {
+// NotFound is a 404 saying what is missing.
+func NotFound(what string) *Error {
 	return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: what + " not found"}
 }
 
-// statusClientGone marks a request whose client went away (nginx's 499):
+// StatusClientGone marks a request whose client went away (nginx's 499):
 // logged as such, never an error of ours.
-const statusClientGone = 499
+const StatusClientGone = 499
 
-// maxBody is the request body limit (SPEC §7: 413 above 1 MiB).
-const maxBody = 1 << 20
+// MaxBody is the request body limit (SPEC §7: 413 above 1 MiB).
+const MaxBody = 1 << 20
 
-func tooLarge() *Error {
+// TooLarge is the 413 of a body over MaxBody.
+func TooLarge() *Error {
 	return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
-		Message: fmt.Sprintf("request body is larger than %d bytes", maxBody)}
+		Message: fmt.Sprintf("request body is larger than %d bytes", MaxBody)}
 }
 
-// errorOf maps any error to what the client sees. It is the one place where
+// Of maps any error to what the client sees. It is the one place where
 // errors become statuses.
-func errorOf(err error) *Error {
+func Of(err error) *Error {
 	var (
 		apiErr   *Error
 		valErr   *graph.ValidationError
@@ -113,7 +120,7 @@ func errorOf(err error) *Error {
 	case errors.Is(err, auth.ErrNotFound):
 		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: err.Error(), Err: err}
 	case errors.As(err, &maxErr):
-		return tooLarge()
+		return TooLarge()
 	case errors.As(err, &goneErr):
 		// A task stored under another definition, standing at a node this
 		// binary no longer has: the message names the node.
@@ -152,7 +159,7 @@ func errorOf(err error) *Error {
 		return fromHTTPError(httpErr)
 	case errors.Is(err, context.Canceled):
 		// The client went away; nobody reads this.
-		return &Error{Status: statusClientGone, Code: CodeUnavailable, Message: "request cancelled", Err: err}
+		return &Error{Status: StatusClientGone, Code: CodeUnavailable, Message: "request cancelled", Err: err}
 	default:
 		return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error", Err: err}
 	}
@@ -170,7 +177,7 @@ func fromHTTPError(h *echo.HTTPError) *Error {
 	case http.StatusMethodNotAllowed:
 		e.Code = CodeMethodNotAllowed
 	case http.StatusRequestEntityTooLarge:
-		return tooLarge()
+		return TooLarge()
 	case http.StatusUnauthorized:
 		e.Code = CodeUnauthorized
 	case http.StatusForbidden:
@@ -189,31 +196,24 @@ func fromHTTPError(h *echo.HTTPError) *Error {
 	return e
 }
 
-// errorBody is the JSON of an error response.
-type errorBody struct {
-	Error errorJSON `json:"error"`
+// Body is the JSON of an error response.
+type Body struct {
+	Error BodyError `json:"error"`
 }
 
-type errorJSON struct {
+// BodyError is the error of a Body.
+type BodyError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
 }
 
-// handleError is echo's HTTPErrorHandler: it writes the error body unless
-// the response has started. Logging is the request logger's job.
-func (s *Server) handleError(err error, c echo.Context) {
-	if c.Response().Committed {
-		return
-	}
-	if langgraph.Owns(c.Request().URL.Path) {
-		// LangGraph's clients read {"detail"}.
-		langgraph.HandleError(err, c)
-		return
-	}
-	e := errorOf(err)
+// Write writes the error body of err with its status (a HEAD request, the
+// status only), and Retry-After on a throttled one.
+func Write(c echo.Context, err error) {
+	e := Of(err)
 	status := e.Status
-	if status == statusClientGone {
+	if status == StatusClientGone {
 		status = http.StatusServiceUnavailable
 	}
 	var th *auth.ThrottledError
@@ -224,5 +224,5 @@ func (s *Server) handleError(err error, c echo.Context) {
 		_ = c.NoContent(status)
 		return
 	}
-	_ = writeJSON(c, status, errorBody{Error: errorJSON{Code: e.Code, Message: e.Message, Field: e.Field}})
+	_ = JSON(c, status, Body{Error: BodyError{Code: e.Code, Message: e.Message, Field: e.Field}})
 }

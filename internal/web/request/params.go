@@ -1,4 +1,4 @@
-package web
+package request
 
 import (
 	"encoding/base64"
@@ -10,27 +10,28 @@ import (
 
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 )
 
-// pathID reads the :id path parameter: a uuid, in canonical lower case.
-func pathID(c echo.Context) (string, error) {
+// PathID reads the :id path parameter: a uuid, in canonical lower case.
+func PathID(c echo.Context) (string, error) {
 	id := c.Param("id")
 	if !graph.ValidID(id) {
-		return "", badRequest("id", "id must be a uuid")
+		return "", response.BadRequest("id", "id must be a uuid")
 	}
 	return strings.ToLower(id), nil
 }
 
-// queryInt reads an integer query parameter in [lo, hi]; def when absent
+// QueryInt reads an integer query parameter in [lo, hi]; def when absent
 // or empty.
-func queryInt(c echo.Context, name string, def, lo, hi int64) (int64, error) {
+func QueryInt(c echo.Context, name string, def, lo, hi int64) (int64, error) {
 	raw := c.QueryParam(name)
 	if raw == "" {
 		return def, nil
 	}
 	n, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || n < lo || n > hi {
-		return 0, badRequest(name, "%s must be an integer from %d to %d", name, lo, hi)
+		return 0, response.BadRequest(name, "%s must be an integer from %d to %d", name, lo, hi)
 	}
 	return n, nil
 }
@@ -38,7 +39,8 @@ func queryInt(c echo.Context, name string, def, lo, hi int64) (int64, error) {
 // Cursors are opaque to clients: base64url of "<created_at RFC 3339 nano>
 // <task id>", the last task of the previous page.
 
-func encodeCursor(c *postgres.TaskCursor) *string {
+// EncodeCursor is the cursor of the page after c (nil: none).
+func EncodeCursor(c *postgres.TaskCursor) *string {
 	if c == nil {
 		return nil
 	}
@@ -46,11 +48,12 @@ func encodeCursor(c *postgres.TaskCursor) *string {
 	return &s
 }
 
-func decodeCursor(s string) (*postgres.TaskCursor, error) {
+// DecodeCursor reads a cursor EncodeCursor handed out (nil for "").
+func DecodeCursor(s string) (*postgres.TaskCursor, error) {
 	if s == "" {
 		return nil, nil
 	}
-	bad := badRequest("cursor", "cursor is not one this server handed out (use next_cursor of the previous page)")
+	bad := response.BadRequest("cursor", "cursor is not one this server handed out (use next_cursor of the previous page)")
 	raw, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
 		return nil, bad
@@ -66,12 +69,12 @@ func decodeCursor(s string) (*postgres.TaskCursor, error) {
 	return &postgres.TaskCursor{CreatedAt: t, ID: strings.ToLower(id)}, nil
 }
 
-// taskStatus reads the status filter: empty or one of the task statuses.
-func taskStatus(s string) (graph.TaskStatus, error) {
+// TaskStatus reads the status filter: empty or one of the task statuses.
+func TaskStatus(s string) (graph.TaskStatus, error) {
 	switch st := graph.TaskStatus(s); st {
 	case "", graph.StatusQueued, graph.StatusRunning, graph.StatusWaiting, graph.StatusSucceeded, graph.StatusFailed,
 		graph.StatusCancelled:
 		return st, nil
 	}
-	return "", badRequest("status", "status must be one of queued, running, waiting, succeeded, failed, cancelled")
+	return "", response.BadRequest("status", "status must be one of queued, running, waiting, succeeded, failed, cancelled")
 }
