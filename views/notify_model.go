@@ -58,7 +58,9 @@ type ActPage struct {
 	// Claim, when set, says that someone else holds the interrupt's claim
 	// (SPEC §11): the form would be refused until it ends.
 	Claim string
-	CSS   string
+	// CSS and Icon are the addresses of the stylesheet and the favicon.
+	CSS  string
+	Icon string
 }
 
 // ActDone is the page of a spent or ended link (410), or of a decision
@@ -68,7 +70,9 @@ type ActDone struct {
 	Message   string
 	TaskTitle string
 	TaskURL   string
-	CSS       string
+	// CSS and Icon are the addresses of the stylesheet and the favicon.
+	CSS  string
+	Icon string
 }
 
 func hasAction(actions []string, a string) bool {

@@ -72,7 +72,7 @@ func (s *Server) registerDesk() {
 	d.route(get, "/admin/tokens", admin, d.tokensPage, true)
 	d.route(post, "/admin/tokens", admin, d.createTokenForm, true)
 	d.route(post, "/admin/tokens/:id/revoke", admin, d.revokeTokenForm, true)
-	act.New(act.Deps{Store: s.store, Decider: s.decider, Assets: d.assets, Page: d.page,
+	act.New(act.Deps{Store: s.store, Decider: s.decider, Assets: d.assets, Page: d.page, Errors: d.pageErrors,
 		Logger: s.log.With("component", "act")}).Register(router{s})
 	d.registerWebhooks()
 }
@@ -80,11 +80,21 @@ func (s *Server) registerDesk() {
 // page adapts a page handler: a state-changing request from another origin
 // is refused, and an error becomes an HTML error page with its status.
 func (d *desk) page(h echo.HandlerFunc) echo.HandlerFunc {
+	h = d.pageErrors(h)
 	return func(c echo.Context) error {
 		if c.Request().Method == http.MethodPost && !request.SameOrigin(c.Request()) {
 			return d.errorPage(c, &response.Error{Status: http.StatusForbidden, Code: response.CodeForbidden,
 				Message: "This form was sent from another site."})
 		}
+		return h(c)
+	}
+}
+
+// pageErrors adapts a page handler without the origin check: an error
+// becomes an HTML error page with its status. Only for forms that carry
+// their own credential (an action link's token).
+func (d *desk) pageErrors(h echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
 		err := h(c)
 		if err == nil || c.Response().Committed {
 			return err

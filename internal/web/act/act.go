@@ -68,7 +68,9 @@ type Deps struct {
 	Assets  *static.Assets
 	// Page wraps a page handler: a post from another origin is refused,
 	// and an error becomes the site's HTML error page.
-	Page   func(echo.HandlerFunc) echo.HandlerFunc
+	Page func(echo.HandlerFunc) echo.HandlerFunc
+	// Errors is Page without the origin check: for the link's POST.
+	Errors func(echo.HandlerFunc) echo.HandlerFunc
 	Logger *slog.Logger
 }
 
@@ -78,12 +80,13 @@ type Handler struct {
 	decider *auth.Decider
 	assets  *static.Assets
 	page    func(echo.HandlerFunc) echo.HandlerFunc
+	errors  func(echo.HandlerFunc) echo.HandlerFunc
 	log     *slog.Logger
 }
 
 // New returns the handler.
 func New(d Deps) *Handler {
-	h := &Handler{store: d.Store, decider: d.Decider, assets: d.Assets, page: d.Page, log: d.Logger}
+	h := &Handler{store: d.Store, decider: d.Decider, assets: d.Assets, page: d.Page, errors: d.Errors, log: d.Logger}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -96,7 +99,11 @@ func (h *Handler) Register(r Router) {
 	for _, m := range []string{http.MethodGet, http.MethodHead} {
 		r.Route(m, "/act/:token", "", h.page(h.actPage))
 	}
-	r.Route(http.MethodPost, "/act/:token", "", h.page(h.actPost))
+	// The POST is not held to the desk's origin check: the page sends
+	// Referrer-Policy: no-referrer, so Chromium posts it with Origin:
+	// null. The token is the credential, and the form's field bound to
+	// it (actFormKey) the anti-forgery check: another site has neither.
+	r.Route(http.MethodPost, "/act/:token", "", h.errors(h.actPost))
 }
 
 // actHeaders keep the token where it is: no Referer to anything the page
@@ -205,7 +212,7 @@ func (h *Handler) actGone(c echo.Context, a *actLink, msg string) error {
 func (h *Handler) actDone(c echo.Context, status int, a *actLink, title, msg string) error {
 	actHeaders(c)
 	p := views.ActDone{Title: title, Message: msg, TaskTitle: a.task.Title, TaskURL: "/tasks/" + a.task.ID,
-		CSS: h.assets.URL("app.css")}
+		CSS: h.assets.URL("app.css"), Icon: h.assets.URL("favicon.svg")}
 	return response.Page(c, status, views.ActDoneView(p))
 }
 
@@ -231,7 +238,7 @@ func (h *Handler) actForm(c echo.Context, status int, a *actLink, errMsg, feedba
 	p := views.ActPage{Title: notify.KindLabel(itr.Kind) + " waits for your decision", Recipient: a.link.Recipient,
 		TaskTitle: a.task.Title, Workflow: a.task.Workflow, Kind: itr.Kind, Ask: itr.Payload.Title, Question: itr.Payload.Question,
 		Action: "/act/" + a.token, FormKey: actFormKey(a.token, a.link), Error: errMsg, Feedback: feedback,
-		CSS: h.assets.URL("app.css")}
+		CSS: h.assets.URL("app.css"), Icon: h.assets.URL("favicon.svg")}
 	if itr.Deadline != nil {
 		p.Deadline = itr.Deadline.UTC().Format("2006-01-02 15:04 MST")
 	}
