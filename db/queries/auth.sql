@@ -7,14 +7,14 @@ WITH u AS (
     INSERT INTO users (username, password_hash, role, kinds, email)
     VALUES (sqlc.arg(username)::text, sqlc.arg(password_hash)::text, sqlc.arg(role)::text, sqlc.arg(kinds)::text[],
             sqlc.arg(email)::text)
-    RETURNING id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id
+    RETURNING *
 ), a AS (
     INSERT INTO audit_events (actor, kind, subject, data)
     SELECT sqlc.arg(actor)::text, 'user.created', u.username,
            jsonb_build_object('role', u.role, 'kinds', to_jsonb(u.kinds), 'email', u.email)
     FROM u
 )
-SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id FROM u;
+SELECT * FROM u;
 
 -- UserInsertIfMissing creates a user unless one of that name exists (the
 -- admin user at start-up, on any number of replicas at once): no row when
@@ -40,6 +40,69 @@ SELECT * FROM users WHERE id = @id;
 
 -- name: UserList :many
 SELECT * FROM users ORDER BY username;
+
+-- UserGetByOIDC finds the user bound to an identity provider's issuer and
+-- subject (SPEC §21): never by name.
+-- name: UserGetByOIDC :one
+SELECT * FROM users WHERE oidc_issuer = sqlc.arg(issuer)::text AND oidc_subject = sqlc.arg(subject)::text;
+
+-- UserInsertOIDC creates the user of a first sign-in with the identity
+-- provider: no password, bound to issuer and subject. No row when the name
+-- is taken or another sign-in bound the subject first (the caller looks
+-- again, then tries the next name).
+-- name: UserInsertOIDC :many
+WITH u AS (
+    INSERT INTO users (username, password_hash, role, kinds, email, oidc_issuer, oidc_subject, idp_groups, last_login_at)
+    VALUES (sqlc.arg(username)::text, '', sqlc.arg(role)::text, '{}', sqlc.arg(email)::text, sqlc.arg(issuer)::text,
+            sqlc.arg(subject)::text, sqlc.arg(groups)::text[], now())
+    ON CONFLICT DO NOTHING
+    RETURNING *
+), a AS (
+    INSERT INTO audit_events (actor, kind, subject, data)
+    SELECT sqlc.arg(actor)::text, 'user.created', u.username,
+           jsonb_build_object('role', u.role, 'kinds', '[]'::jsonb, 'email', u.email, 'issuer', u.oidc_issuer,
+                              'sub', u.oidc_subject, 'groups', to_jsonb(u.idp_groups))
+    FROM u
+)
+SELECT * FROM u;
+
+-- UserSetOIDCLogin records a later sign-in with the identity provider: the
+-- role its groups map to now (an approver keeps its kinds while it stays
+-- one), the groups, the time. A changed role is audited as user.updated.
+-- No row: no such user.
+-- name: UserSetOIDCLogin :one
+WITH old AS (
+    SELECT id, role, idp_groups FROM users WHERE id = sqlc.arg(id)::uuid
+), u AS (
+    UPDATE users SET role = sqlc.arg(role)::text,
+                     kinds = CASE WHEN users.role = 'approver' AND sqlc.arg(role)::text = 'approver' THEN users.kinds
+                                  ELSE '{}' END,
+                     idp_groups = sqlc.arg(groups)::text[], last_login_at = now(),
+                     updated_at = CASE WHEN users.role <> sqlc.arg(role)::text THEN now() ELSE users.updated_at END
+    WHERE id = sqlc.arg(id)::uuid
+    RETURNING *
+), a AS (
+    INSERT INTO audit_events (actor, kind, subject, data)
+    SELECT sqlc.arg(actor)::text, 'user.updated', u.username,
+           jsonb_build_object('role', u.role, 'was', old.role, 'kinds', to_jsonb(u.kinds), 'groups', to_jsonb(u.idp_groups))
+    FROM u JOIN old ON old.id = u.id
+    WHERE old.role <> u.role
+)
+SELECT * FROM u;
+
+-- OIDCFlowInsert stores a sign-in under way (SPEC §21).
+-- name: OIDCFlowInsert :exec
+INSERT INTO oidc_flows (state_hash, nonce, verifier, next, expires_at)
+VALUES (@state_hash, @nonce, @verifier, @next, @expires_at);
+
+-- OIDCFlowTake deletes a sign-in's flow and returns it, unless it has
+-- expired: a state works once.
+-- name: OIDCFlowTake :one
+DELETE FROM oidc_flows WHERE state_hash = @state_hash AND expires_at > now()
+RETURNING nonce, verifier, next, expires_at;
+
+-- name: OIDCFlowsPrune :execrows
+DELETE FROM oidc_flows WHERE expires_at < @before;
 
 -- UserSetDisabled disables or enables a user; disabling revokes its
 -- sessions. No row: no such user.
@@ -106,7 +169,7 @@ SELECT id, created_at, last_seen_at, expires_at FROM s;
 -- SessionLookup reads a session by the hash of its token, with its user.
 -- name: SessionLookup :one
 SELECT s.id, s.user_id, s.csrf_secret, s.created_at, s.last_seen_at, s.expires_at, s.revoked_at,
-       u.username, u.role, u.kinds, u.disabled
+       u.username, u.role, u.kinds, u.disabled, u.idp_groups
 FROM sessions s
 JOIN users u ON u.id = s.user_id
 WHERE s.token_hash = @token_hash;

@@ -14,4 +14,4 @@ SELECT interrupt_id, approver FROM approvals WHERE interrupt_id = ANY (@ids::uui
 -- UsersDeciding lists the users who may be named as deciders: not
 -- disabled; mailable when they have an address.
 -- name: UsersDeciding :many
-SELECT username, role, kinds, (email <> '')::bool AS mailable FROM users WHERE NOT disabled ORDER BY username;
+SELECT username, role, kinds, idp_groups, (email <> '')::bool AS mailable FROM users WHERE NOT disabled ORDER BY username;

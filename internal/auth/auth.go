@@ -14,6 +14,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gatehousehq/gatehouse/graph"
 )
@@ -79,6 +81,15 @@ type Principal struct {
 	Kind  PrincipalKind
 	// ID is the user's or the token's id ("" for the bootstrap token).
 	ID string
+	// Groups are the identity provider's groups of a user signed in with
+	// SSO, as of their last sign-in (policy deciders idp:<group>).
+	Groups []string
+}
+
+// UserPrincipal is the principal of a user acting as themselves (a
+// session, an action link, a Slack button).
+func UserPrincipal(u User) Principal {
+	return Principal{Name: u.Username, Role: u.Role, Kinds: u.Kinds, Kind: KindUser, ID: u.ID, Groups: u.IdPGroups}
 }
 
 // Can reports whether p's role includes min.
@@ -111,6 +122,10 @@ var (
 	ErrExists = errors.New("already exists")
 	// ErrInvalid: bad input to an administrative action.
 	ErrInvalid = errors.New("invalid")
+	// ErrLocalLoginOff: password sign-in is turned off
+	// (GATEHOUSE_LOCAL_LOGIN=false) and the user is not the break-glass
+	// user.
+	ErrLocalLoginOff = errors.New("password sign-in is turned off; sign in with single sign-on")
 )
 
 // ForbiddenError is a refusal with the reason a person can act on.
@@ -203,4 +218,21 @@ func TokenPrincipalName(name string) string { return "token:" + name }
 // the desk all ask here).
 func MaySee(p Principal, task *graph.Task) bool {
 	return task != nil && p.Can(RoleViewer)
+}
+
+// CheckIdPGroup checks the name of an identity provider's group (a role
+// map entry, an idp: decider): 1 to 256 characters of UTF-8 without
+// control characters, '=' or ','. Providers name groups freely (Keycloak
+// "/payments/leads", Entra object ids), so little else is refused; groups
+// match exactly, case and all.
+func CheckIdPGroup(g string) error {
+	switch {
+	case g == "":
+		return errors.New("empty group name")
+	case len(g) > 256 || !utf8.ValidString(g):
+		return fmt.Errorf("group %q: want at most 256 characters of UTF-8", g)
+	case strings.ContainsAny(g, "=,"), strings.ContainsFunc(g, unicode.IsControl):
+		return fmt.Errorf("group %q: no '=', ',' or control characters", g)
+	}
+	return nil
 }

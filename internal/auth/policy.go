@@ -78,12 +78,15 @@ const (
 	RefRole  = "role"
 	RefGroup = "group"
 	RefUser  = "user"
+	// RefIdP names a group of the identity provider, as the user held it
+	// at their last SSO sign-in (SPEC §21).
+	RefIdP = "idp"
 )
 
-// DeciderRef is one entry of a kind's deciders: role:approver, group:leads
-// or user:carol.
+// DeciderRef is one entry of a kind's deciders: role:approver, group:leads,
+// user:carol or idp:payments-leads.
 type DeciderRef struct {
-	Type string // RefRole, RefGroup or RefUser
+	Type string // RefRole, RefGroup, RefUser or RefIdP
 	Name string
 }
 
@@ -219,6 +222,10 @@ func (a Audience) Admits(pr Principal) bool {
 			}
 		case RefUser:
 			if pr.Name == r.Name {
+				return true
+			}
+		case RefIdP:
+			if pr.Kind == KindUser && slices.Contains(pr.Groups, r.Name) {
 				return true
 			}
 		}

@@ -271,7 +271,7 @@ func (pp *policyParser) duration(n *yaml.Node, key string) (time.Duration, bool)
 
 func (pp *policyParser) refs(n *yaml.Node, key string, groups map[string][]string) []DeciderRef {
 	if n.Kind != yaml.SequenceNode {
-		pp.fail(n, key, "want a list such as [role:approver, group:leads, user:carol]")
+		pp.fail(n, key, "want a list such as [role:approver, group:leads, user:carol, idp:payments-leads]")
 		return nil
 	}
 	var out []DeciderRef
@@ -280,7 +280,7 @@ func (pp *policyParser) refs(n *yaml.Node, key string, groups map[string][]strin
 		name = strings.TrimSpace(name)
 		switch {
 		case c.Kind != yaml.ScalarNode || !ok:
-			pp.fail(c, key, fmt.Sprintf("%q: want role:NAME, group:NAME or user:NAME", c.Value))
+			pp.fail(c, key, fmt.Sprintf("%q: want role:NAME, group:NAME, user:NAME or idp:GROUP", c.Value))
 			continue
 		case typ == RefRole:
 			if r := Role(name); r != RoleApprover && r != RoleAdmin {
@@ -290,6 +290,11 @@ func (pp *policyParser) refs(n *yaml.Node, key string, groups map[string][]strin
 		case typ == RefGroup:
 			if _, defined := groups[name]; !defined {
 				pp.fail(c, key, fmt.Sprintf("group:%s is not defined under groups", name))
+				continue
+			}
+		case typ == RefIdP:
+			if err := CheckIdPGroup(name); err != nil {
+				pp.fail(c, key, fmt.Sprintf("idp:%s: %s", name, err))
 				continue
 			}
 		case typ == RefUser:
@@ -302,7 +307,7 @@ func (pp *policyParser) refs(n *yaml.Node, key string, groups map[string][]strin
 				name = u
 			}
 		default:
-			pp.fail(c, key, fmt.Sprintf("%q: want role:NAME, group:NAME or user:NAME", c.Value))
+			pp.fail(c, key, fmt.Sprintf("%q: want role:NAME, group:NAME, user:NAME or idp:GROUP", c.Value))
 			continue
 		}
 		r := DeciderRef{Type: typ, Name: name}

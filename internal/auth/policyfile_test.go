@@ -253,3 +253,46 @@ func TestDeciderAsksThePolicy(t *testing.T) {
 		t.Errorf("alice after escalation step 1: %v", err)
 	}
 }
+
+// TestIdPDeciders: idp:<group> admits the users who held the group at their
+// last SSO sign-in (the principal's Groups), exactly as the IdP spells it,
+// and never a token that happens to carry the name.
+func TestIdPDeciders(t *testing.T) {
+	t.Parallel()
+	p, err := LoadPolicy(PolicySources{File: writePolicy(t,
+		"kinds:\n  merge:\n    deciders: [\"idp:/payments/leads\", idp:Risk Team]\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDecider(nil, nil, p, nil)
+	itr := &graph.Interrupt{Kind: "merge"}
+	for _, c := range []struct {
+		p    Principal
+		want bool
+	}{
+		{Principal{Name: "ann", Role: RoleApprover, Kind: KindUser, Groups: []string{"staff", "/payments/leads"}}, true},
+		{Principal{Name: "ben", Role: RoleApprover, Kind: KindUser, Groups: []string{"Risk Team"}}, true},
+		{Principal{Name: "cy", Role: RoleApprover, Kind: KindUser, Groups: []string{"risk team", "/payments"}}, false},
+		{Principal{Name: "dee", Role: RoleApprover, Kind: KindUser}, false},
+		{Principal{Name: "token:ci", Role: RoleApprover, Kind: KindToken, Groups: []string{"/payments/leads"}}, false},
+		{Principal{Name: "eve", Role: RoleViewer, Kind: KindUser, Groups: []string{"/payments/leads"}}, false},
+	} {
+		err := d.MayDecide(c.p, &graph.Task{}, itr)
+		if (err == nil) != c.want {
+			t.Errorf("%s %v: MayDecide = %v, want allowed %t", c.p.Name, c.p.Groups, err, c.want)
+		}
+		if err != nil && c.p.Role == RoleApprover && !strings.Contains(err.Error(), "idp:/payments/leads, idp:Risk Team") {
+			t.Errorf("refusal does not name the deciders: %v", err)
+		}
+	}
+	again, err := ParsePolicy("again.yaml", []byte(p.YAML()))
+	if err != nil || again.YAML() != p.YAML() {
+		t.Fatalf("round trip: %v\n%s", err, p.YAML())
+	}
+	for _, bad := range []string{"idp:", "idp:a,b", "idp:x=y"} {
+		_, err := ParsePolicy("bad.yaml", []byte("kinds:\n  merge:\n    deciders: [\""+bad+"\"]\n"))
+		if err == nil || !strings.Contains(err.Error(), "kinds.merge.deciders: "+bad) {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+}

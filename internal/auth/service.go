@@ -28,7 +28,17 @@ type User struct {
 	// user to this user (SPEC §12).
 	Email   string
 	SlackID string
+	// OIDCIssuer and OIDCSubject bind a user who signs in with SSO to the
+	// identity provider's issuer and sub (both "" for a local user);
+	// IdPGroups are the provider's groups at the last sign-in (SPEC §21).
+	OIDCIssuer  string
+	OIDCSubject string
+	IdPGroups   []string
+	LastLoginAt *time.Time
 }
+
+// SSO reports whether the user signs in with the identity provider.
+func (u User) SSO() bool { return u.OIDCSubject != "" }
 
 // Token is an API token as stored: never its secret.
 type Token struct {
@@ -55,6 +65,8 @@ type Session struct {
 	Role     Role
 	Kinds    []string
 	Disabled bool
+	// Groups are the user's IdP groups as of their last sign-in.
+	Groups []string
 }
 
 // NewSession is a session to store.
@@ -108,9 +120,17 @@ const (
 	AuditSessionRevoked  = "session.revoked"
 	AuditDecisionRefused = "decision.refused"
 	// AuditLoginFailed is a sign-in refused (wrong password, unknown or
-	// disabled user, or throttled); the actor is the user name tried.
+	// disabled user, or throttled; or an SSO callback refused, with
+	// "method": "oidc"); the actor is the user name tried.
 	AuditLoginFailed = "login.failed"
+	// AuditBreakGlass is a password sign-in of the break-glass user while
+	// password sign-in is off for everyone else.
+	AuditBreakGlass = "login.break_glass"
 )
+
+// SSOActor is the actor of what a sign-in with the identity provider does
+// to users: creating them, changing their role to what their groups map to.
+const SSOActor = "sso"
 
 // Store keeps users, sessions, tokens, login attempts and the audit trail.
 // Every administrative write records its audit event in the same
@@ -139,6 +159,16 @@ type Store interface {
 	SetUserSlack(ctx context.Context, username, slackID, actor string) error
 	// UserBySlack errors: ErrNotFound.
 	UserBySlack(ctx context.Context, slackID string) (*User, error)
+	// UserByOIDC finds the user bound to an issuer and subject. Errors:
+	// ErrNotFound.
+	UserByOIDC(ctx context.Context, issuer, subject string) (*User, error)
+	// CreateOIDCUser stores the user of a first SSO sign-in (no password;
+	// u.OIDCIssuer, u.OIDCSubject, u.IdPGroups set). Errors: ErrExists
+	// when the name is taken or the subject is bound already.
+	CreateOIDCUser(ctx context.Context, u User, actor string) (*User, error)
+	// SetOIDCLogin records a later SSO sign-in: role (audited when it
+	// changes), groups, time. Errors: ErrNotFound.
+	SetOIDCLogin(ctx context.Context, userID string, role Role, groups []string, actor string) (*User, error)
 
 	CreateSession(ctx context.Context, s NewSession) (*Session, error)
 	// SessionByHash errors: ErrNotFound.
@@ -193,8 +223,13 @@ type Config struct {
 	SessionIdle time.Duration
 	SessionMax  time.Duration
 	Throttle    Throttle
-	Logger      *slog.Logger
-	Now         func() time.Time
+	// LocalLoginOff turns password sign-in off for everyone but
+	// BreakGlassUser (GATEHOUSE_LOCAL_LOGIN=false,
+	// GATEHOUSE_BREAK_GLASS_USER).
+	LocalLoginOff  bool
+	BreakGlassUser string
+	Logger         *slog.Logger
+	Now            func() time.Time
 }
 
 // Default session lifetimes.
@@ -213,13 +248,16 @@ type Service struct {
 	hasBootstrap bool
 	idle, max    time.Duration
 	throttle     Throttle
+	localOff     bool
+	breakGlass   string
 	log          *slog.Logger
 	now          func() time.Time
 }
 
 // NewService returns a Service over c.Store.
 func NewService(c Config) *Service {
-	s := &Service{store: c.Store, idle: c.SessionIdle, max: c.SessionMax, throttle: c.Throttle, log: c.Logger, now: c.Now}
+	s := &Service{store: c.Store, idle: c.SessionIdle, max: c.SessionMax, throttle: c.Throttle, log: c.Logger, now: c.Now,
+		localOff: c.LocalLoginOff, breakGlass: strings.ToLower(strings.TrimSpace(c.BreakGlassUser))}
 	if c.BootstrapToken != "" {
 		s.bootstrapSum, s.hasBootstrap = sha256.Sum256([]byte(c.BootstrapToken)), true
 	}
@@ -240,6 +278,14 @@ func NewService(c Config) *Service {
 	}
 	return s
 }
+
+// LocalLogin reports whether password sign-in is open to everyone (false:
+// only to BreakGlassUser).
+func (s *Service) LocalLogin() bool { return !s.localOff }
+
+// BreakGlassUser is the one user who may sign in with a password while
+// password sign-in is off ("": nobody).
+func (s *Service) BreakGlassUser() string { return s.breakGlass }
 
 // Store returns the service's store.
 func (s *Service) Store() Store { return s.store }
@@ -441,6 +487,9 @@ func (s *Service) SetPassword(ctx context.Context, actor, username, password str
 	if err := CheckPassword(password); err != nil {
 		return err
 	}
+	if u, err := s.store.UserByName(ctx, strings.ToLower(strings.TrimSpace(username))); err == nil && u.SSO() {
+		return &InvalidError{Field: "password", Message: u.Username + " signs in with single sign-on and has no password here"}
+	}
 	hash, err := HashPassword(password)
 	if err != nil {
 		return err
@@ -547,16 +596,27 @@ func (s *Service) Login(ctx context.Context, username, password, addr, userAgent
 		s.loginFailed(ctx, name, addr, "too many failed attempts from this address")
 		return nil, s.throttled(f.AddrOldest, now, "addr", name, addr)
 	}
+	if s.localOff && (s.breakGlass == "" || name != s.breakGlass) {
+		if err := s.store.RecordLogin(ctx, name, addr, false); err != nil {
+			return nil, err
+		}
+		s.loginFailed(ctx, name, addr, "password sign-in is off (GATEHOUSE_LOCAL_LOGIN=false) and this is not the break-glass user")
+		return nil, ErrLocalLoginOff
+	}
 	u, err := s.store.UserByName(ctx, name)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, err
 	}
 	ok := false
 	reason := "wrong password"
-	if u == nil {
+	switch {
+	case u == nil:
 		VerifyPassword(dummyHash(), password) // as long as a wrong password
 		reason = "no such user"
-	} else {
+	case u.SSO():
+		VerifyPassword(dummyHash(), password)
+		reason = "the user signs in with single sign-on"
+	default:
 		ok = VerifyPassword(u.PasswordHash, password) && !u.Disabled && u.Role.Valid()
 		if u.Disabled {
 			reason = "the user is disabled"
@@ -570,17 +630,28 @@ func (s *Service) Login(ctx context.Context, username, password, addr, userAgent
 		s.loginFailed(ctx, name, addr, reason)
 		return nil, ErrBadCredentials
 	}
+	if s.localOff {
+		// Only the break-glass user gets here: loud, and in the audit trail.
+		s.log.Warn("break-glass sign-in with a password while password sign-in is off", "username", name, "addr", addr)
+		data, _ := json.Marshal(map[string]string{"addr": addr})
+		s.Record(ctx, AuditEvent{Actor: name, Kind: AuditBreakGlass, Subject: name, Data: data})
+	}
+	return s.openSession(ctx, u, addr, userAgent)
+}
+
+// openSession opens a session for u, signed in.
+func (s *Service) openSession(ctx context.Context, u *User, addr, userAgent string) (*Login, error) {
 	secret := sessionPrefix + randomSecret()
 	key := newSecretKey()
 	if len(userAgent) > 300 {
 		userAgent = userAgent[:300]
 	}
 	sess, err := s.store.CreateSession(ctx, NewSession{TokenHash: HashSecret(secret), UserID: u.ID, CSRFKey: key,
-		UserAgent: userAgent, Addr: addr, ExpiresAt: now.Add(s.max)})
+		UserAgent: userAgent, Addr: addr, ExpiresAt: s.now().Add(s.max)})
 	if err != nil {
 		return nil, err
 	}
-	sess.CSRFKey, sess.Username, sess.Role, sess.Kinds, sess.UserID = key, u.Username, u.Role, u.Kinds, u.ID
+	sess.CSRFKey, sess.Username, sess.Role, sess.Kinds, sess.UserID, sess.Groups = key, u.Username, u.Role, u.Kinds, u.ID, u.IdPGroups
 	return &Login{Secret: secret, Session: sess, Principal: sessionPrincipal(sess)}, nil
 }
 
@@ -604,7 +675,7 @@ func (s *Service) throttled(oldest, now time.Time, by, name, addr string) error 
 }
 
 func sessionPrincipal(sess *Session) Principal {
-	return Principal{Name: sess.Username, Role: sess.Role, Kinds: sess.Kinds, Kind: KindUser, ID: sess.UserID}
+	return Principal{Name: sess.Username, Role: sess.Role, Kinds: sess.Kinds, Kind: KindUser, ID: sess.UserID, Groups: sess.Groups}
 }
 
 // Session authenticates a session secret (the cookie): it must not be

@@ -402,3 +402,52 @@ func flipLast(s string) string {
 	}
 	return s[:len(s)-1] + "A"
 }
+
+// TestLocalLoginOff: with GATEHOUSE_LOCAL_LOGIN=false only the break-glass
+// user signs in with a password; every refusal is audited, and the
+// break-glass sign-in too. API tokens are unchanged.
+func TestLocalLoginOff(t *testing.T) {
+	t.Parallel()
+	store := postgres.NewStore(pgtest.NewPool(t))
+	ctx := context.Background()
+	svc := auth.NewService(auth.Config{Store: store, LocalLoginOff: true, BreakGlassUser: " Keyholder "})
+	for _, name := range []string{"keyholder", "alice"} {
+		if _, err := svc.AddUser(ctx, "test", name, name+"-password", auth.RoleAdmin, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := svc.Login(ctx, "alice", "alice-password", "192.0.2.7", "test"); !errors.Is(err, auth.ErrLocalLoginOff) {
+		t.Fatalf("alice with the right password: %v", err)
+	}
+	if _, err := svc.Login(ctx, "keyholder", "wrong-password", "192.0.2.7", "test"); !errors.Is(err, auth.ErrBadCredentials) {
+		t.Fatalf("break-glass user with a wrong password: %v", err)
+	}
+	l, err := svc.Login(ctx, "KeyHolder", "keyholder-password", "192.0.2.7", "test")
+	if err != nil || l.Principal.Name != "keyholder" {
+		t.Fatalf("break-glass user: %+v, %v", l, err)
+	}
+	trail, err := svc.AuditTrail(ctx, auth.AuditFilter{Kind: "login"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range trail {
+		got = append(got, e.Kind+" "+e.Actor)
+	}
+	want := []string{"login.break_glass keyholder", "login.failed keyholder", "login.failed alice"}
+	if strings.Join(got, ",") != strings.Join(want, ",") || !strings.Contains(string(trail[2].Data), "GATEHOUSE_LOCAL_LOGIN=false") {
+		t.Fatalf("audit = %v, want %v (%s)", got, want, trail[2].Data)
+	}
+	secret, _, err := svc.CreateToken(ctx, "alice", "ci", auth.RoleOperator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := svc.Bearer(ctx, secret); err != nil || p.Role != auth.RoleOperator {
+		t.Fatalf("API token with local login off: %+v, %v", p, err)
+	}
+	// Nobody at all when no break-glass user is named.
+	none := auth.NewService(auth.Config{Store: store, LocalLoginOff: true})
+	if _, err := none.Login(ctx, "keyholder", "keyholder-password", "192.0.2.8", "test"); !errors.Is(err, auth.ErrLocalLoginOff) {
+		t.Fatalf("no break-glass user configured: %v", err)
+	}
+}

@@ -24,9 +24,13 @@ var (
 )
 
 func userFromRow(r dbsqlc.User) auth.User {
-	return auth.User{ID: r.ID.String(), Username: r.Username, PasswordHash: r.PasswordHash, Role: auth.Role(r.Role),
+	u := auth.User{ID: r.ID.String(), Username: r.Username, PasswordHash: r.PasswordHash, Role: auth.Role(r.Role),
 		Kinds: orNoKinds(r.Kinds), Disabled: r.Disabled, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
-		Email: r.Email, SlackID: r.SlackID}
+		Email: r.Email, SlackID: r.SlackID, IdPGroups: orNoKinds(r.IdpGroups), LastLoginAt: r.LastLoginAt}
+	if r.OidcIssuer != nil && r.OidcSubject != nil {
+		u.OIDCIssuer, u.OIDCSubject = *r.OidcIssuer, *r.OidcSubject
+	}
+	return u
 }
 
 func orNoKinds(k []string) []string {
@@ -175,7 +179,7 @@ func (s *Store) SessionByHash(ctx context.Context, hash []byte) (*auth.Session, 
 	}
 	return &auth.Session{ID: r.ID.String(), UserID: r.UserID.String(), CSRFKey: r.CsrfSecret, CreatedAt: r.CreatedAt,
 		LastSeenAt: r.LastSeenAt, ExpiresAt: r.ExpiresAt, RevokedAt: r.RevokedAt, Username: r.Username,
-		Role: auth.Role(r.Role), Kinds: orNoKinds(r.Kinds), Disabled: r.Disabled}, nil
+		Role: auth.Role(r.Role), Kinds: orNoKinds(r.Kinds), Disabled: r.Disabled, Groups: orNoKinds(r.IdpGroups)}, nil
 }
 
 // TouchSession implements auth.Store.
@@ -299,6 +303,9 @@ func (s *Store) Prune(ctx context.Context, before time.Time) error {
 	}
 	if _, err := s.q.LoginAttemptsPrune(ctx, before); err != nil {
 		return fmt.Errorf("prune login attempts: %w", err)
+	}
+	if _, err := s.q.OIDCFlowsPrune(ctx, before); err != nil {
+		return fmt.Errorf("prune SSO sign-in flows: %w", err)
 	}
 	return nil
 }

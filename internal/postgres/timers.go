@@ -445,7 +445,7 @@ func (s *Store) audiences(ctx context.Context, q *dbsqlc.Queries, evs []timerEve
 	candidates := make([]auth.Principal, len(users))
 	var mailable []auth.Principal
 	for i, u := range users {
-		candidates[i] = auth.Principal{Name: u.Username, Role: auth.Role(u.Role), Kinds: u.Kinds, Kind: auth.KindUser}
+		candidates[i] = auth.Principal{Name: u.Username, Role: auth.Role(u.Role), Kinds: u.Kinds, Kind: auth.KindUser, Groups: u.IdpGroups}
 		if u.Mailable {
 			mailable = append(mailable, candidates[i])
 		}

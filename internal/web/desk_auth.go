@@ -263,7 +263,7 @@ func (d *desk) othersWhoMayApprove(ctx context.Context, td *taskData) []string {
 	}
 	var out []string
 	for _, u := range users {
-		p := auth.Principal{Name: u.Username, Role: u.Role, Kinds: u.Kinds, Kind: auth.KindUser, ID: u.ID}
+		p := auth.UserPrincipal(u)
 		if u.Disabled || d.s.decider.MayApprove(p, td.task, td.pending, td.approvals[td.pending.ID]) != nil {
 			continue
 		}

@@ -299,6 +299,69 @@ func (q *Queries) LoginFailuresClear(ctx context.Context, username string) error
 	return err
 }
 
+const oIDCFlowInsert = `-- name: OIDCFlowInsert :exec
+INSERT INTO oidc_flows (state_hash, nonce, verifier, next, expires_at)
+VALUES ($1, $2, $3, $4, $5)
+`
+
+type OIDCFlowInsertParams struct {
+	StateHash []byte
+	Nonce     string
+	Verifier  string
+	Next      string
+	ExpiresAt time.Time
+}
+
+// OIDCFlowInsert stores a sign-in under way (SPEC §21).
+func (q *Queries) OIDCFlowInsert(ctx context.Context, arg OIDCFlowInsertParams) error {
+	_, err := q.db.Exec(ctx, oIDCFlowInsert,
+		arg.StateHash,
+		arg.Nonce,
+		arg.Verifier,
+		arg.Next,
+		arg.ExpiresAt,
+	)
+	return err
+}
+
+const oIDCFlowTake = `-- name: OIDCFlowTake :one
+DELETE FROM oidc_flows WHERE state_hash = $1 AND expires_at > now()
+RETURNING nonce, verifier, next, expires_at
+`
+
+type OIDCFlowTakeRow struct {
+	Nonce     string
+	Verifier  string
+	Next      string
+	ExpiresAt time.Time
+}
+
+// OIDCFlowTake deletes a sign-in's flow and returns it, unless it has
+// expired: a state works once.
+func (q *Queries) OIDCFlowTake(ctx context.Context, stateHash []byte) (OIDCFlowTakeRow, error) {
+	row := q.db.QueryRow(ctx, oIDCFlowTake, stateHash)
+	var i OIDCFlowTakeRow
+	err := row.Scan(
+		&i.Nonce,
+		&i.Verifier,
+		&i.Next,
+		&i.ExpiresAt,
+	)
+	return i, err
+}
+
+const oIDCFlowsPrune = `-- name: OIDCFlowsPrune :execrows
+DELETE FROM oidc_flows WHERE expires_at < $1
+`
+
+func (q *Queries) OIDCFlowsPrune(ctx context.Context, before time.Time) (int64, error) {
+	result, err := q.db.Exec(ctx, oIDCFlowsPrune, before)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const sessionInsert = `-- name: SessionInsert :one
 WITH s AS (
     INSERT INTO sessions (token_hash, user_id, csrf_secret, user_agent, addr, expires_at)
@@ -351,7 +414,7 @@ func (q *Queries) SessionInsert(ctx context.Context, arg SessionInsertParams) (S
 
 const sessionLookup = `-- name: SessionLookup :one
 SELECT s.id, s.user_id, s.csrf_secret, s.created_at, s.last_seen_at, s.expires_at, s.revoked_at,
-       u.username, u.role, u.kinds, u.disabled
+       u.username, u.role, u.kinds, u.disabled, u.idp_groups
 FROM sessions s
 JOIN users u ON u.id = s.user_id
 WHERE s.token_hash = $1
@@ -369,6 +432,7 @@ type SessionLookupRow struct {
 	Role       string
 	Kinds      []string
 	Disabled   bool
+	IdpGroups  []string
 }
 
 // SessionLookup reads a session by the hash of its token, with its user.
@@ -387,6 +451,7 @@ func (q *Queries) SessionLookup(ctx context.Context, tokenHash []byte) (SessionL
 		&i.Role,
 		&i.Kinds,
 		&i.Disabled,
+		&i.IdpGroups,
 	)
 	return i, err
 }
@@ -666,7 +731,7 @@ func (q *Queries) TokenTouch(ctx context.Context, id uuid.UUID) error {
 }
 
 const userGetByID = `-- name: UserGetByID :one
-SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id FROM users WHERE id = $1
+SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id, oidc_issuer, oidc_subject, idp_groups, last_login_at FROM users WHERE id = $1
 `
 
 func (q *Queries) UserGetByID(ctx context.Context, id uuid.UUID) (User, error) {
@@ -683,12 +748,16 @@ func (q *Queries) UserGetByID(ctx context.Context, id uuid.UUID) (User, error) {
 		&i.UpdatedAt,
 		&i.Email,
 		&i.SlackID,
+		&i.OidcIssuer,
+		&i.OidcSubject,
+		&i.IdpGroups,
+		&i.LastLoginAt,
 	)
 	return i, err
 }
 
 const userGetByName = `-- name: UserGetByName :one
-SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id FROM users WHERE username = $1
+SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id, oidc_issuer, oidc_subject, idp_groups, last_login_at FROM users WHERE username = $1
 `
 
 func (q *Queries) UserGetByName(ctx context.Context, username string) (User, error) {
@@ -705,6 +774,43 @@ func (q *Queries) UserGetByName(ctx context.Context, username string) (User, err
 		&i.UpdatedAt,
 		&i.Email,
 		&i.SlackID,
+		&i.OidcIssuer,
+		&i.OidcSubject,
+		&i.IdpGroups,
+		&i.LastLoginAt,
+	)
+	return i, err
+}
+
+const userGetByOIDC = `-- name: UserGetByOIDC :one
+SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id, oidc_issuer, oidc_subject, idp_groups, last_login_at FROM users WHERE oidc_issuer = $1::text AND oidc_subject = $2::text
+`
+
+type UserGetByOIDCParams struct {
+	Issuer  string
+	Subject string
+}
+
+// UserGetByOIDC finds the user bound to an identity provider's issuer and
+// subject (SPEC §21): never by name.
+func (q *Queries) UserGetByOIDC(ctx context.Context, arg UserGetByOIDCParams) (User, error) {
+	row := q.db.QueryRow(ctx, userGetByOIDC, arg.Issuer, arg.Subject)
+	var i User
+	err := row.Scan(
+		&i.ID,
+		&i.Username,
+		&i.PasswordHash,
+		&i.Role,
+		&i.Kinds,
+		&i.Disabled,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.Email,
+		&i.SlackID,
+		&i.OidcIssuer,
+		&i.OidcSubject,
+		&i.IdpGroups,
+		&i.LastLoginAt,
 	)
 	return i, err
 }
@@ -715,14 +821,14 @@ WITH u AS (
     INSERT INTO users (username, password_hash, role, kinds, email)
     VALUES ($1::text, $2::text, $3::text, $4::text[],
             $5::text)
-    RETURNING id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id
+    RETURNING id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id, oidc_issuer, oidc_subject, idp_groups, last_login_at
 ), a AS (
     INSERT INTO audit_events (actor, kind, subject, data)
     SELECT $6::text, 'user.created', u.username,
            jsonb_build_object('role', u.role, 'kinds', to_jsonb(u.kinds), 'email', u.email)
     FROM u
 )
-SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id FROM u
+SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id, oidc_issuer, oidc_subject, idp_groups, last_login_at FROM u
 `
 
 type UserInsertParams struct {
@@ -745,6 +851,10 @@ type UserInsertRow struct {
 	UpdatedAt    time.Time
 	Email        string
 	SlackID      string
+	OidcIssuer   *string
+	OidcSubject  *string
+	IdpGroups    []string
+	LastLoginAt  *time.Time
 }
 
 // Users, sessions, API tokens, approvals, login throttling and the audit
@@ -771,6 +881,10 @@ func (q *Queries) UserInsert(ctx context.Context, arg UserInsertParams) (UserIns
 		&i.UpdatedAt,
 		&i.Email,
 		&i.SlackID,
+		&i.OidcIssuer,
+		&i.OidcSubject,
+		&i.IdpGroups,
+		&i.LastLoginAt,
 	)
 	return i, err
 }
@@ -824,8 +938,99 @@ func (q *Queries) UserInsertIfMissing(ctx context.Context, arg UserInsertIfMissi
 	return items, nil
 }
 
+const userInsertOIDC = `-- name: UserInsertOIDC :many
+WITH u AS (
+    INSERT INTO users (username, password_hash, role, kinds, email, oidc_issuer, oidc_subject, idp_groups, last_login_at)
+    VALUES ($1::text, '', $2::text, '{}', $3::text, $4::text,
+            $5::text, $6::text[], now())
+    ON CONFLICT DO NOTHING
+    RETURNING id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id, oidc_issuer, oidc_subject, idp_groups, last_login_at
+), a AS (
+    INSERT INTO audit_events (actor, kind, subject, data)
+    SELECT $7::text, 'user.created', u.username,
+           jsonb_build_object('role', u.role, 'kinds', '[]'::jsonb, 'email', u.email, 'issuer', u.oidc_issuer,
+                              'sub', u.oidc_subject, 'groups', to_jsonb(u.idp_groups))
+    FROM u
+)
+SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id, oidc_issuer, oidc_subject, idp_groups, last_login_at FROM u
+`
+
+type UserInsertOIDCParams struct {
+	Username string
+	Role     string
+	Email    string
+	Issuer   string
+	Subject  string
+	Groups   []string
+	Actor    string
+}
+
+type UserInsertOIDCRow struct {
+	ID           uuid.UUID
+	Username     string
+	PasswordHash string
+	Role         string
+	Kinds        []string
+	Disabled     bool
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	Email        string
+	SlackID      string
+	OidcIssuer   *string
+	OidcSubject  *string
+	IdpGroups    []string
+	LastLoginAt  *time.Time
+}
+
+// UserInsertOIDC creates the user of a first sign-in with the identity
+// provider: no password, bound to issuer and subject. No row when the name
+// is taken or another sign-in bound the subject first (the caller looks
+// again, then tries the next name).
+func (q *Queries) UserInsertOIDC(ctx context.Context, arg UserInsertOIDCParams) ([]UserInsertOIDCRow, error) {
+	rows, err := q.db.Query(ctx, userInsertOIDC,
+		arg.Username,
+		arg.Role,
+		arg.Email,
+		arg.Issuer,
+		arg.Subject,
+		arg.Groups,
+		arg.Actor,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []UserInsertOIDCRow{}
+	for rows.Next() {
+		var i UserInsertOIDCRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Username,
+			&i.PasswordHash,
+			&i.Role,
+			&i.Kinds,
+			&i.Disabled,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.Email,
+			&i.SlackID,
+			&i.OidcIssuer,
+			&i.OidcSubject,
+			&i.IdpGroups,
+			&i.LastLoginAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const userList = `-- name: UserList :many
-SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id FROM users ORDER BY username
+SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id, oidc_issuer, oidc_subject, idp_groups, last_login_at FROM users ORDER BY username
 `
 
 func (q *Queries) UserList(ctx context.Context) ([]User, error) {
@@ -848,6 +1053,10 @@ func (q *Queries) UserList(ctx context.Context) ([]User, error) {
 			&i.UpdatedAt,
 			&i.Email,
 			&i.SlackID,
+			&i.OidcIssuer,
+			&i.OidcSubject,
+			&i.IdpGroups,
+			&i.LastLoginAt,
 		); err != nil {
 			return nil, err
 		}
@@ -888,6 +1097,82 @@ func (q *Queries) UserSetDisabled(ctx context.Context, arg UserSetDisabledParams
 	var id uuid.UUID
 	err := row.Scan(&id)
 	return id, err
+}
+
+const userSetOIDCLogin = `-- name: UserSetOIDCLogin :one
+WITH old AS (
+    SELECT id, role, idp_groups FROM users WHERE id = $1::uuid
+), u AS (
+    UPDATE users SET role = $2::text,
+                     kinds = CASE WHEN users.role = 'approver' AND $2::text = 'approver' THEN users.kinds
+                                  ELSE '{}' END,
+                     idp_groups = $3::text[], last_login_at = now(),
+                     updated_at = CASE WHEN users.role <> $2::text THEN now() ELSE users.updated_at END
+    WHERE id = $1::uuid
+    RETURNING id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id, oidc_issuer, oidc_subject, idp_groups, last_login_at
+), a AS (
+    INSERT INTO audit_events (actor, kind, subject, data)
+    SELECT $4::text, 'user.updated', u.username,
+           jsonb_build_object('role', u.role, 'was', old.role, 'kinds', to_jsonb(u.kinds), 'groups', to_jsonb(u.idp_groups))
+    FROM u JOIN old ON old.id = u.id
+    WHERE old.role <> u.role
+)
+SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id, oidc_issuer, oidc_subject, idp_groups, last_login_at FROM u
+`
+
+type UserSetOIDCLoginParams struct {
+	ID     uuid.UUID
+	Role   string
+	Groups []string
+	Actor  string
+}
+
+type UserSetOIDCLoginRow struct {
+	ID           uuid.UUID
+	Username     string
+	PasswordHash string
+	Role         string
+	Kinds        []string
+	Disabled     bool
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	Email        string
+	SlackID      string
+	OidcIssuer   *string
+	OidcSubject  *string
+	IdpGroups    []string
+	LastLoginAt  *time.Time
+}
+
+// UserSetOIDCLogin records a later sign-in with the identity provider: the
+// role its groups map to now (an approver keeps its kinds while it stays
+// one), the groups, the time. A changed role is audited as user.updated.
+// No row: no such user.
+func (q *Queries) UserSetOIDCLogin(ctx context.Context, arg UserSetOIDCLoginParams) (UserSetOIDCLoginRow, error) {
+	row := q.db.QueryRow(ctx, userSetOIDCLogin,
+		arg.ID,
+		arg.Role,
+		arg.Groups,
+		arg.Actor,
+	)
+	var i UserSetOIDCLoginRow
+	err := row.Scan(
+		&i.ID,
+		&i.Username,
+		&i.PasswordHash,
+		&i.Role,
+		&i.Kinds,
+		&i.Disabled,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.Email,
+		&i.SlackID,
+		&i.OidcIssuer,
+		&i.OidcSubject,
+		&i.IdpGroups,
+		&i.LastLoginAt,
+	)
+	return i, err
 }
 
 const userSetPassword = `-- name: UserSetPassword :one

@@ -209,6 +209,15 @@ type LoginAttempt struct {
 	At       time.Time
 }
 
+type OidcFlow struct {
+	StateHash []byte
+	Nonce     string
+	Verifier  string
+	Next      string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
 type Outbox struct {
 	ID          uuid.UUID
 	Event       string
@@ -322,6 +331,10 @@ type User struct {
 	UpdatedAt    time.Time
 	Email        string
 	SlackID      string
+	OidcIssuer   *string
+	OidcSubject  *string
+	IdpGroups    []string
+	LastLoginAt  *time.Time
 }
 
 type WebhookEndpoint struct {

@@ -723,7 +723,7 @@ func (q *Queries) OutboxSubjects(ctx context.Context, arg OutboxSubjectsParams) 
 }
 
 const userGetBySlack = `-- name: UserGetBySlack :one
-SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id FROM users WHERE slack_id = $1 AND slack_id <> ''
+SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id, oidc_issuer, oidc_subject, idp_groups, last_login_at FROM users WHERE slack_id = $1 AND slack_id <> ''
 `
 
 func (q *Queries) UserGetBySlack(ctx context.Context, slackID string) (User, error) {
@@ -740,6 +740,10 @@ func (q *Queries) UserGetBySlack(ctx context.Context, slackID string) (User, err
 		&i.UpdatedAt,
 		&i.Email,
 		&i.SlackID,
+		&i.OidcIssuer,
+		&i.OidcSubject,
+		&i.IdpGroups,
+		&i.LastLoginAt,
 	)
 	return i, err
 }

@@ -77,14 +77,15 @@ func (q *Queries) TaskCreators(ctx context.Context, ids []uuid.UUID) ([]TaskCrea
 }
 
 const usersDeciding = `-- name: UsersDeciding :many
-SELECT username, role, kinds, (email <> '')::bool AS mailable FROM users WHERE NOT disabled ORDER BY username
+SELECT username, role, kinds, idp_groups, (email <> '')::bool AS mailable FROM users WHERE NOT disabled ORDER BY username
 `
 
 type UsersDecidingRow struct {
-	Username string
-	Role     string
-	Kinds    []string
-	Mailable bool
+	Username  string
+	Role      string
+	Kinds     []string
+	IdpGroups []string
+	Mailable  bool
 }
 
 // UsersDeciding lists the users who may be named as deciders: not
@@ -102,6 +103,7 @@ func (q *Queries) UsersDeciding(ctx context.Context) ([]UsersDecidingRow, error)
 			&i.Username,
 			&i.Role,
 			&i.Kinds,
+			&i.IdpGroups,
 			&i.Mailable,
 		); err != nil {
 			return nil, err

@@ -295,7 +295,7 @@ func (h *Handler) actPost(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p := auth.Principal{Name: u.Username, Role: u.Role, Kinds: u.Kinds, Kind: auth.KindUser, ID: u.ID}
+	p := auth.UserPrincipal(*u)
 	in := graph.DecisionInput{InterruptID: a.itr.ID, Action: action, Feedback: feedback}
 	out, derr := h.decider.DecideOn(ctx, p, auth.Subject{Task: a.task, Interrupt: a.itr}, in)
 	var (

@@ -206,7 +206,7 @@ func (h *Handler) decide(ctx context.Context, slackID, itrID string) map[string]
 	if err != nil {
 		return ephemeral("That task is not known to Gatehouse; nothing was decided.")
 	}
-	p := auth.Principal{Name: u.Username, Role: u.Role, Kinds: u.Kinds, Kind: auth.KindUser, ID: u.ID}
+	p := auth.UserPrincipal(*u)
 	out, err := h.decider.DecideOn(ctx, p, auth.Subject{Task: task, Interrupt: itr},
 		graph.DecisionInput{InterruptID: itr.ID, Action: graph.ActionApprove})
 	kind := notify.KindLabel(itr.Kind)
