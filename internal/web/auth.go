@@ -21,6 +21,7 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/langgraph"
 	"github.com/gatehousehq/gatehouse/internal/web/request"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
+	"github.com/gatehousehq/gatehouse/internal/mcp"
 )
 
 // Cookie names. Over HTTPS the session cookie carries the __Host- prefix:
@@ -261,7 +262,7 @@ const maxFormBody = 256 << 10
 func limitDeskBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
-		if p := r.URL.Path; p == apiPrefix || strings.HasPrefix(p, apiPrefix+"/") || langgraph.Owns(p) || r.Body == nil || r.Body == http.NoBody {
+		if p := r.URL.Path; p == apiPrefix || strings.HasPrefix(p, apiPrefix+"/") || langgraph.Owns(p) || p == mcp.Path || r.Body == nil || r.Body == http.NoBody {
 			return next(c)
 		}
 		limit := int64(maxFormBody)

@@ -165,6 +165,7 @@ func New(d Deps) *Server {
 	s.e = e
 	s.routes()
 	s.lg.Register(e)
+	s.mountMCP()
 	return s
 }
 

@@ -39,12 +39,23 @@ func (s *Server) createTask(c echo.Context) error {
 	if err := request.DecodeJSON(c, &req); err != nil {
 		return err
 	}
+	t, err := s.startTask(c.Request().Context(), request.Principal(c), req)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderLocation, "/api/v1/tasks/"+t.ID)
+	return s.renderTask(c, http.StatusCreated, t.ID)
+}
+
+// startTask checks and creates a task as p, and wakes the runner: POST
+// /api/v1/tasks and MCP's start_task.
+func (s *Server) startTask(ctx context.Context, p auth.Principal, req createTaskRequest) (*graph.Task, error) {
 	req.Workflow = strings.TrimSpace(req.Workflow)
 	if req.Workflow == "" {
-		return response.BadRequest("workflow", "workflow is required")
+		return nil, response.BadRequest("workflow", "workflow is required")
 	}
 	if _, err := s.engine.Workflow(req.Workflow); err != nil {
-		return err
+		return nil, err
 	}
 	if request.IsNull(req.Input) {
 		req.Input = nil
@@ -55,39 +66,46 @@ func (s *Server) createTask(c echo.Context) error {
 	title := strings.Join(strings.Fields(req.Title), " ")
 	switch {
 	case utf8.RuneCountInString(title) > maxTitle:
-		return response.BadRequest("title", "title is longer than %d characters", maxTitle)
+		return nil, response.BadRequest("title", "title is longer than %d characters", maxTitle)
 	case !utf8.ValidString(title):
-		return response.BadRequest("title", "title is not valid UTF-8")
+		return nil, response.BadRequest("title", "title is not valid UTF-8")
 	}
-	ctx := c.Request().Context()
 	t, err := s.engine.Create(ctx, graph.NewTask{Workflow: req.Workflow, Title: title, Input: req.Input,
-		Options: req.Options, CreatedBy: request.Principal(c).Name})
+		Options: req.Options, CreatedBy: p.Name})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.wakeRunner()
-	c.Response().Header().Set(echo.HeaderLocation, "/api/v1/tasks/"+t.ID)
-	return s.renderTask(c, http.StatusCreated, t.ID)
+	return t, nil
 }
 
 // renderTask writes the task as stored now, with its pending interrupt
 // (both read in one statement).
 func (s *Server) renderTask(c echo.Context, status int, id string) error {
-	ctx := c.Request().Context()
-	t, pending, err := s.store.TaskWithPending(ctx, id)
+	out, err := s.taskView(c.Request().Context(), request.Principal(c), id)
 	if err != nil {
 		return err
 	}
-	if err := request.MayRead(request.Principal(c), t); err != nil {
-		return err
+	return response.JSON(c, status, out)
+}
+
+// taskView is the Task JSON of a task p may read, as stored now: the API's
+// and MCP's get_task.
+func (s *Server) taskView(ctx context.Context, p auth.Principal, id string) (Task, error) {
+	t, pending, err := s.store.TaskWithPending(ctx, id)
+	if err != nil {
+		return Task{}, err
+	}
+	if err := request.MayRead(p, t); err != nil {
+		return Task{}, err
 	}
 	out := s.taskJSON(t, pending)
 	if out.PendingInterrupt != nil {
 		if out.PendingInterrupt.Approvals, err = s.approvalsOf(ctx, pending); err != nil {
-			return err
+			return Task{}, err
 		}
 	}
-	return response.JSON(c, status, out)
+	return out, nil
 }
 
 // approvalsOf is the approval progress of a pending interrupt whose kind

@@ -1,0 +1,156 @@
+package mcp_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+)
+
+// sdkTools are the tools `gatehouse serve` offers.
+var sdkTools = []string{"get_task", "list_workflows", "start_task"}
+
+// TestOfficialTypeScriptSDK runs testdata/sdk/sdk.test.mjs (the official
+// MCP TypeScript SDK at the version its lockfile pins) against a real
+// `gatehouse serve` process on a fresh database.
+func TestOfficialTypeScriptSDK(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil && os.Getenv("GATEHOUSE_TEST_STRICT") != "" {
+		t.Fatalf("node is not installed (GATEHOUSE_TEST_STRICT is set: .ci/run installs it): %v", err)
+	}
+	if err != nil {
+		t.Skip("node is not installed: this test drives gatehouse with the official MCP TypeScript SDK " +
+			"(apt-get install nodejs npm; .ci/run does)")
+	}
+	dir, err := filepath.Abs("testdata/sdk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		npm, lerr := exec.LookPath("npm")
+		if lerr != nil {
+			t.Fatalf("testdata/sdk/node_modules is missing and npm is not installed: run npm ci there")
+		}
+		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("npm ci in testdata/sdk: %v\n%s", err, out)
+		}
+	}
+	bin := filepath.Join(t.TempDir(), "gatehouse")
+	build := exec.Command("go", "build", "-o", bin, "../../cmd/web")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dbURL := pgtest.NewDB(t)
+	base := serve(t, bin, dbURL)
+	agent, viewer := tokens(t, dbURL)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "sdk.test.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GATEHOUSE_URL="+base, "GATEHOUSE_AGENT_TOKEN="+agent,
+		"GATEHOUSE_VIEWER_TOKEN="+viewer, "GATEHOUSE_ADMIN_TOKEN="+testToken,
+		"GATEHOUSE_MCP_TOOLS="+strings.Join(sdkTools, ","))
+	out, err := cmd.CombinedOutput()
+	t.Logf("node sdk.test.mjs:\n%s", out)
+	if err != nil {
+		t.Fatalf("the SDK test failed: %v", err)
+	}
+}
+
+// tokens makes an operator's and a viewer's API token in the database the
+// server uses.
+func tokens(t *testing.T, dbURL string) (operator, viewer string) {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	svc := auth.NewService(auth.Config{Store: postgres.NewStore(pool)})
+	ctx := context.Background()
+	operator, _, err = svc.CreateToken(ctx, "test", "agent", auth.RoleOperator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewer, _, err = svc.CreateToken(ctx, "test", "watcher", auth.RoleViewer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return operator, viewer
+}
+
+var servingAddr = regexp.MustCompile(`msg="gatehouse serving" addr=(\S+)`)
+
+// serve starts `gatehouse serve` on dbURL and a free port and returns its
+// base URL; the process is stopped at cleanup.
+func serve(t *testing.T, bin, dbURL string) string {
+	t.Helper()
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "GATEHOUSE_ADDR=127.0.0.1:0",
+		"GATEHOUSE_BOOTSTRAP_TOKEN="+testToken, "GATEHOUSE_ADMIN_PASSWORD=mcp-sdk-test-password-1",
+		"GATEHOUSE_WORKERS=2", "LLM_PROVIDER=scripted")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = cmd.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	addr := make(chan string, 1)
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			logs.WriteString(line + "\n")
+			if m := servingAddr.FindStringSubmatch(line); m != nil {
+				select {
+				case addr <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		<-drained
+		if t.Failed() {
+			t.Logf("gatehouse serve log:\n%s", logs.String())
+		}
+	})
+	select {
+	case a := <-addr:
+		return fmt.Sprintf("http://%s", a)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("gatehouse serve did not start:\n%s", logs.String())
+		return ""
+	}
+}
