@@ -19,9 +19,9 @@ import (
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/langgraph"
+	"github.com/gatehousehq/gatehouse/internal/mcp"
 	"github.com/gatehousehq/gatehouse/internal/web/request"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
-	"github.com/gatehousehq/gatehouse/internal/mcp"
 )
 
 // Cookie names. Over HTTPS the session cookie carries the __Host- prefix:

@@ -25,8 +25,8 @@ import (
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/langgraph"
-	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/internal/mcp"
+	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
 	"github.com/gatehousehq/gatehouse/static"
 )
