@@ -1,19 +1,15 @@
 package langgraph_test
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+	"github.com/gatehousehq/gatehouse/internal/servetest"
 )
 
 // The official JS SDK, at the version pinned in testdata/sdk/package.json
@@ -47,11 +43,7 @@ func TestOfficialJSSDK(t *testing.T) {
 			t.Fatalf("npm ci in testdata/sdk: %v\n%s", err, out)
 		}
 	}
-	bin := filepath.Join(t.TempDir(), "gatehouse")
-	build := exec.Command("go", "build", "-o", bin, "../../cmd/web")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := servetest.Build(t, "../../cmd/web")
 	script := filepath.Join(t.TempDir(), "llm.json")
 	// sdd's architect answers too shortly (its task fails); slogan's writer
 	// is slow enough to find its thread busy and cancel it.
@@ -77,62 +69,11 @@ func TestOfficialJSSDK(t *testing.T) {
 	}
 }
 
-var servingAddr = regexp.MustCompile(`msg="gatehouse serving" addr=(\S+)`)
-
 // serve starts `gatehouse serve` on a fresh database and a free port and
 // returns its base URL; the process is stopped at cleanup.
 func serve(t *testing.T, bin, script string) string {
 	t.Helper()
-	cmd := exec.Command(bin, "serve")
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+pgtest.NewDB(t), "GATEHOUSE_ADDR=127.0.0.1:0",
+	return servetest.Serve(t, bin, "DATABASE_URL="+pgtest.NewDB(t), "GATEHOUSE_ADDR=127.0.0.1:0",
 		"GATEHOUSE_BOOTSTRAP_TOKEN="+testToken, "GATEHOUSE_ADMIN_PASSWORD=sdk-test-password-1", "GATEHOUSE_WORKERS=4",
 		"LLM_PROVIDER=scripted", "LLM_SCRIPT_FILE="+script, "GATEHOUSE_CORS_ORIGINS="+allowOrigin)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout = cmd.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var logs strings.Builder
-	addr := make(chan string, 1)
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			logs.WriteString(line + "\n")
-			if m := servingAddr.FindStringSubmatch(line); m != nil {
-				select {
-				case addr <- m[1]:
-				default:
-				}
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		<-drained
-		if t.Failed() {
-			t.Logf("gatehouse serve log:\n%s", logs.String())
-		}
-	})
-	select {
-	case a := <-addr:
-		return fmt.Sprintf("http://%s", a)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("gatehouse serve did not start:\n%s", logs.String())
-		return ""
-	}
 }

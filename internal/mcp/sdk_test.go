@@ -1,15 +1,11 @@
 package mcp_test
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +14,7 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+	"github.com/gatehousehq/gatehouse/internal/servetest"
 )
 
 // sdkTools are the tools `gatehouse serve` offers.
@@ -50,13 +47,11 @@ func TestOfficialTypeScriptSDK(t *testing.T) {
 			t.Fatalf("npm ci in testdata/sdk: %v\n%s", err, out)
 		}
 	}
-	bin := filepath.Join(t.TempDir(), "gatehouse")
-	build := exec.Command("go", "build", "-o", bin, "../../cmd/web")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := servetest.Build(t, "../../cmd/web")
 	dbURL := pgtest.NewDB(t)
-	base := serve(t, bin, dbURL)
+	base := servetest.Serve(t, bin, "DATABASE_URL="+dbURL, "GATEHOUSE_ADDR=127.0.0.1:0",
+		"GATEHOUSE_BOOTSTRAP_TOKEN="+testToken, "GATEHOUSE_ADMIN_PASSWORD=mcp-sdk-test-password-1",
+		"GATEHOUSE_WORKERS=2", "LLM_PROVIDER=scripted")
 	agent, viewer := tokens(t, dbURL)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -93,64 +88,4 @@ func tokens(t *testing.T, dbURL string) (operator, viewer string) {
 		t.Fatal(err)
 	}
 	return operator, viewer
-}
-
-var servingAddr = regexp.MustCompile(`msg="gatehouse serving" addr=(\S+)`)
-
-// serve starts `gatehouse serve` on dbURL and a free port and returns its
-// base URL; the process is stopped at cleanup.
-func serve(t *testing.T, bin, dbURL string) string {
-	t.Helper()
-	cmd := exec.Command(bin, "serve")
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "GATEHOUSE_ADDR=127.0.0.1:0",
-		"GATEHOUSE_BOOTSTRAP_TOKEN="+testToken, "GATEHOUSE_ADMIN_PASSWORD=mcp-sdk-test-password-1",
-		"GATEHOUSE_WORKERS=2", "LLM_PROVIDER=scripted")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout = cmd.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var logs strings.Builder
-	addr := make(chan string, 1)
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			logs.WriteString(line + "\n")
-			if m := servingAddr.FindStringSubmatch(line); m != nil {
-				select {
-				case addr <- m[1]:
-				default:
-				}
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		<-drained
-		if t.Failed() {
-			t.Logf("gatehouse serve log:\n%s", logs.String())
-		}
-	})
-	select {
-	case a := <-addr:
-		return fmt.Sprintf("http://%s", a)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("gatehouse serve did not start:\n%s", logs.String())
-		return ""
-	}
 }
