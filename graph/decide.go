@@ -103,9 +103,10 @@ func (e *Engine) decide(ctx context.Context, taskID string, itr *Interrupt, in D
 	if len(in.Value) > 0 && !json.Valid(in.Value) {
 		return nil, &ValidationError{Field: "value", Message: "is not valid JSON"}
 	}
-	if in.Action == ActionEdit {
+	if in.Action == ActionEdit && itr.Payload.Type == InterruptGate {
 		// An edit the gate would refuse must be refused now, while the
 		// interrupt is still open, not fail the task once it is consumed.
+		// (A question that offers edit takes the edit as its answer.)
 		snap, err := e.cp.Load(ctx, taskID)
 		if err != nil {
 			return nil, err

@@ -126,19 +126,38 @@ type NewTask struct {
 	Input     json.RawMessage
 	Options   json.RawMessage
 	CreatedBy string
+	// Via, when set, is the channel the task was created through ("api",
+	// "mcp"), carried by task.created as data.via.
+	Via string
 }
 
 // Create validates the input and stores a queued task with its first
 // checkpoint. A task without a title (empty or white space) is titled
 // DefaultTitle. Errors: *UnknownWorkflowError, *ValidationError.
 func (e *Engine) Create(ctx context.Context, nt NewTask) (*Task, error) {
+	t, _, err := e.create(ctx, nt, nil)
+	return t, err
+}
+
+// CreateAsking is Create for a task that starts by asking a person: it
+// stores the task waiting on q, raised at its entry node in the same
+// commit (the raise hook applies, as to every raise), as if the entry
+// node's first run had asked q. Once q is answered, the entry node runs
+// for the first time and its first NodeRun.Ask returns the answer. An
+// approval request (SPEC §16) is such a task: it is in the inbox the
+// moment it is created, with no worker involved. Errors: Create's.
+func (e *Engine) CreateAsking(ctx context.Context, nt NewTask, q Question) (*Task, *Interrupt, error) {
+	return e.create(ctx, nt, &q)
+}
+
+func (e *Engine) create(ctx context.Context, nt NewTask, q *Question) (*Task, *Interrupt, error) {
 	w, err := e.Workflow(nt.Workflow)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	opts, err := ParseOptions(nt.Options)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(nt.Input) == 0 {
 		nt.Input = json.RawMessage(`{}`)
@@ -149,12 +168,12 @@ func (e *Engine) Create(ctx context.Context, nt NewTask) (*Task, error) {
 	_, apart := e.cp.(FieldCheckpointer)
 	state, fields, err := w.initial(nt.Input, opts, apart)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if nt.ID == "" {
 		nt.ID = NewID()
 	} else if !ValidID(nt.ID) {
-		return nil, &ValidationError{Field: "id", Message: "is not a uuid"}
+		return nil, nil, &ValidationError{Field: "id", Message: "is not a uuid"}
 	}
 	now := e.now()
 	entry := w.entryNode()
@@ -163,13 +182,56 @@ func (e *Engine) Create(ctx context.Context, nt NewTask) (*Task, error) {
 		DefinitionVersion: w.Version()}
 	c := &Commit{TaskID: t.ID, Create: t, Status: StatusQueued, CurrentNode: entry, Reason: "start",
 		Checkpoint: &Checkpoint{TaskID: t.ID, NextNode: entry, State: state, Fields: fields, Iterations: map[string]int{}, UpdatedAt: now},
-		Events: []Event{newEvent(t.ID, EventTaskCreated, "", 0, now, nil,
-			map[string]any{"workflow": t.Workflow, "title": t.Title, "created_by": t.CreatedBy, "actor": t.CreatedBy})},
+		Events:     []Event{newEvent(t.ID, EventTaskCreated, "", 0, now, nil, createdData(t, nt.Via))},
+	}
+	var itr *Interrupt
+	if q != nil {
+		itr = e.raiseAtStart(t, c, entry, *q)
 	}
 	if err := e.commit(ctx, c); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return t, nil
+	return t, itr, nil
+}
+
+func createdData(t *Task, via string) map[string]any {
+	data := map[string]any{"workflow": t.Workflow, "title": t.Title, "created_by": t.CreatedBy, "actor": t.CreatedBy}
+	if via != "" {
+		data["via"] = via
+	}
+	return data
+}
+
+// raiseAtStart makes c, a task's first commit, leave it waiting on q at
+// its entry node.
+func (e *Engine) raiseAtStart(t *Task, c *Commit, entry string, q Question) *Interrupt {
+	if q.Kind == "" {
+		q.Kind = InterruptQuestion
+	}
+	if len(q.Actions) == 0 {
+		q.Actions = []string{ActionRespond}
+	}
+	title := q.Title
+	if title == "" {
+		title = "Question from " + entry
+	}
+	now := c.Checkpoint.UpdatedAt
+	itr := &Interrupt{ID: NewID(), TaskID: t.ID, Node: entry, Kind: q.Kind, Iteration: 1, Status: InterruptPending, CreatedAt: now,
+		Payload: InterruptPayload{Type: InterruptQuestion, Title: title, Question: q.Text, Artifact: q.Artifact, Actions: q.Actions}}
+	if e.raiseHook != nil {
+		e.raiseHook(t, itr)
+	}
+	raised := map[string]any{"interrupt_id": itr.ID, "kind": itr.Kind, "title": title}
+	if itr.Deadline != nil {
+		raised["deadline"] = itr.Deadline.UTC().Format(time.RFC3339Nano)
+	}
+	c.Status, t.Status = StatusWaiting, StatusWaiting
+	c.Raise = itr
+	c.Checkpoint.PendingInterrupt = itr.ID
+	c.Events = append(c.Events,
+		newEvent(t.ID, EventInterruptRaised, entry, 1, now, nil, raised),
+		newEvent(t.ID, EventTaskWaiting, entry, 1, now, nil, map[string]any{"interrupt_id": itr.ID}))
+	return itr
 }
 
 // Run executes the task from its checkpoint until it waits for a human,

@@ -7,6 +7,7 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/notify"
 	"github.com/gatehousehq/gatehouse/internal/notify/email"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/requests"
 	"github.com/gatehousehq/gatehouse/internal/web"
 )
 
@@ -18,6 +19,10 @@ func newSender(cfg config.Config, store *postgres.Store, log *slog.Logger) *noti
 	n := cfg.Notify
 	channels := map[string]notify.Channel{
 		notify.ChannelWebhook: notify.NewWebhooks(store, web.WebhookBody(n.PublicURL), n.WebhookAllowPrivate),
+		// Approval requests' callbacks: each to its request's URL, with its
+		// secret; the body is the request as it then is.
+		notify.ChannelCallback: notify.NewCallbacks(requests.NewService(requests.Config{Store: store, PublicURL: n.PublicURL}).Callback,
+			n.WebhookAllowPrivate),
 	}
 	if n.SMTPURL != "" {
 		// Checked by config.Load: the URL parses.

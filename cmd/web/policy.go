@@ -5,6 +5,7 @@ import (
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/config"
+	"github.com/gatehousehq/gatehouse/internal/requests"
 )
 
 // newDecider takes the approval policy of the configuration
@@ -14,7 +15,8 @@ import (
 func newDecider(cfg config.Config, engine auth.DecisionEngine, store auth.DecisionStore, worker auth.Worker, log *slog.Logger) *auth.Decider {
 	policy := cfg.Auth.Policy
 	log.Info("approval policy", "source", policy.Source(), "policy", policy.String())
-	return auth.NewDecider(engine, store, policy, log.With("component", "auth"), auth.WithWorker(worker))
+	return auth.NewDecider(engine, store, policy, log.With("component", "auth"), auth.WithWorker(worker),
+		auth.WithDecisionCheck(requests.CheckDecision))
 }
 
 // consolePrincipal is who decides at gatehouse run's prompt: name (--as,

@@ -22,12 +22,14 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/llm/scripted"
 	"github.com/gatehousehq/gatehouse/internal/metrics"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/requests"
 	"github.com/gatehousehq/gatehouse/internal/runner"
 	"github.com/gatehousehq/gatehouse/internal/timekeeper"
 	"github.com/gatehousehq/gatehouse/internal/web"
 	"github.com/gatehousehq/gatehouse/internal/workflows/analyze"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
 	"github.com/gatehousehq/gatehouse/internal/workflows/pm"
+	"github.com/gatehousehq/gatehouse/internal/workflows/request"
 	"github.com/gatehousehq/gatehouse/internal/workflows/sdd"
 	"github.com/gatehousehq/gatehouse/internal/workflows/slogan"
 )
@@ -173,7 +175,14 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	// free: leased in the decision's transaction, run without a claim.
 	decider := newDecider(cfg, engine, store, run, log)
 	warnPolicyUsers(ctx, store, cfg.Auth.Policy, log)
-	srv := web.New(web.Deps{Engine: engine, Store: store, Hub: hub, Wake: run.Wake, Auth: authSvc, Decider: decider,
+	// Approval requests (SPEC §16): their tasks are created waiting; those
+	// whose process stopped between the two writes are made now.
+	reqs := requests.NewService(requests.Config{Store: store, Engine: engine, Events: hub, Wake: run.Wake,
+		PublicURL: cfg.Notify.PublicURL, AllowPrivate: cfg.Notify.WebhookAllowPrivate, Logger: log.With("component", "requests")})
+	if err := reqs.Recover(ctx); err != nil {
+		log.Warn("creating the tasks of requests made before a stop", "error", err)
+	}
+	srv := web.New(web.Deps{Engine: engine, Store: store, Hub: hub, Wake: run.Wake, Auth: authSvc, Decider: decider, Requests: reqs,
 		TrustProxy: cfg.Auth.TrustProxy, CORSOrigins: cfg.CORSOrigins, ClaimTTL: cfg.Auth.ClaimTTL,
 		Ready: func(ctx context.Context) error { return postgres.Ready(ctx, pool) }, Logger: log.With("component", "http"),
 		Version: version, Metrics: met.Handler(), LLMProvider: provider.Name(),
@@ -269,7 +278,11 @@ func buildWorkflows(p llm.Provider, c config.LLM) ([]graph.Workflow, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []graph.Workflow{f, d, m, s, a}, nil
+	r, err := request.New()
+	if err != nil {
+		return nil, err
+	}
+	return []graph.Workflow{f, d, m, s, a, r}, nil
 }
 
 // pruneAuth deletes ended sessions and old login attempts, hourly.

@@ -69,6 +69,29 @@ func (w WakeWorker) Wake() {
 	}
 }
 
+// AnswerError is a decision's value that fails the schema its interrupt
+// asks for (an approval request's response_schema, SPEC §17): the API
+// answers 422 naming Field ("value.env"), the forms show Problem beside
+// the field. Nothing is recorded.
+type AnswerError struct {
+	Field   string
+	Problem string
+}
+
+func (e *AnswerError) Error() string { return e.Field + ": " + e.Problem }
+
+// DecisionCheck looks at a decision before it is recorded, after who may
+// decide was checked: it may refuse it (*AnswerError, or
+// *graph.ValidationError for a malformed value) or put its value in
+// canonical form (typed JSON). Approval requests check their answers and
+// edits with one (requests.CheckDecision), for every channel alike.
+type DecisionCheck func(task *graph.Task, itr *graph.Interrupt, in *graph.DecisionInput) error
+
+// WithDecisionCheck adds a check every decision passes.
+func WithDecisionCheck(f DecisionCheck) DeciderOption {
+	return func(d *Decider) { d.checks = append(d.checks, f) }
+}
+
 // Decider records decisions on behalf of principals, enforcing who may
 // decide: the approver role, an approver's kinds, separation of duties
 // (the task's creator may not approve its own interrupt of some kinds), and
@@ -83,6 +106,7 @@ type Decider struct {
 	policy Policy
 	log    *slog.Logger
 	worker Worker
+	checks []DecisionCheck
 }
 
 // DeciderOption configures a Decider.
@@ -260,6 +284,14 @@ func (d *Decider) decide(ctx context.Context, p Principal, taskID string, s *Sub
 		return out, &graph.ConflictError{InterruptID: itr.ID, Status: itr.Status, Reason: fmt.Sprintf(
 			"payload_sha256 %s is not the hash of interrupt %s's payload (%s): what you saw is not what is asked; reload it",
 			in.PayloadSHA256, itr.ID, itr.PayloadSHA256)}
+	}
+	for _, check := range d.checks {
+		if itr.Status != graph.InterruptPending {
+			break // the engine says it is not pending
+		}
+		if err := check(task, itr, &in); err != nil {
+			return out, err
+		}
 	}
 	approving := in.Action == graph.ActionApprove || in.Action == graph.ActionEdit
 	if approving {

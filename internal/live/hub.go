@@ -118,8 +118,23 @@ func (h *Hub) Subscribe(taskID string) *Sub { return h.subscribe(taskID) }
 // SubscribeAll follows the events of every task.
 func (h *Hub) SubscribeAll() *Sub { return h.subscribe("") }
 
-func (h *Hub) subscribe(taskID string) *Sub {
-	c := make(chan graph.Event, h.fetchBuf)
+// Watch follows one task's events through a small buffer, for a waiter
+// that needs only to hear that something happened (an approval request's
+// long poll holds no database connection and little memory while it
+// waits). The channel is closed when the hub dropped the watch (too slow,
+// or a reconnect: read the task again); stop ends it.
+func (h *Hub) Watch(taskID string) (events <-chan graph.Event, stop func()) {
+	s := h.subscribeN(taskID, watchBuf)
+	return s.C, s.Close
+}
+
+// watchBuf is a watch's buffer: a waiter reads every event at once.
+const watchBuf = 4
+
+func (h *Hub) subscribe(taskID string) *Sub { return h.subscribeN(taskID, h.fetchBuf) }
+
+func (h *Hub) subscribeN(taskID string, buf int) *Sub {
+	c := make(chan graph.Event, buf)
 	s := &Sub{C: c, c: c, hub: h, task: taskID}
 	h.mu.Lock()
 	defer h.mu.Unlock()

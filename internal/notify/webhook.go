@@ -188,6 +188,12 @@ func (w *Webhooks) forget(id string) {
 // NewWebhooks returns the webhook channel: body builds the payloads,
 // allowPrivate lifts the SSRF guard (GATEHOUSE_WEBHOOK_ALLOW_PRIVATE).
 func NewWebhooks(store Store, body WebhookBody, allowPrivate bool) *Webhooks {
+	return &Webhooks{store: store, body: body, cache: map[string]cachedEndpoint{}, client: guardedClient(allowPrivate)}
+}
+
+// guardedClient is the HTTP client of webhook deliveries: no proxy, the
+// SSRF guard on every dial, WebhookTimeout, redirects not followed.
+func guardedClient(allowPrivate bool) *http.Client {
 	tr := &http.Transport{
 		// No proxy: it would dial in our place, past the guard.
 		Proxy:                 nil,
@@ -199,10 +205,10 @@ func NewWebhooks(store Store, body WebhookBody, allowPrivate bool) *Webhooks {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: WebhookTimeout,
 	}
-	return &Webhooks{store: store, body: body, cache: map[string]cachedEndpoint{}, client: &http.Client{Transport: tr, Timeout: WebhookTimeout,
+	return &http.Client{Transport: tr, Timeout: WebhookTimeout,
 		// A redirect is an answer, not a delivery: the receiver must
 		// be configured with its real URL.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 // Send implements Channel.
@@ -223,26 +229,36 @@ func (w *Webhooks) Send(ctx context.Context, d *Delivery, s *Subject) Outcome {
 			return Outcome{Err: fmt.Errorf("building the body: %w", err)}
 		}
 	}
+	out := post(ctx, w.client, ep.URL, ep.Secret, d.ID, body)
+	if out.Disable != "" {
+		w.forget(ep.ID)
+	}
+	return out
+}
+
+// post sends one signed attempt of a Standard Webhooks delivery: body to
+// url, signed with secret under the delivery's id.
+func post(ctx context.Context, client *http.Client, url, secret, id string, body []byte) Outcome {
 	out := Outcome{Payload: body}
 	now := time.Now()
-	sig, err := Sign(ep.Secret, d.ID, now, body)
+	sig, err := Sign(secret, id, now, body)
 	if err != nil {
 		out.Err, out.Permanent = err, true
 		return out
 	}
 	ctx, cancel := context.WithTimeout(ctx, WebhookTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		out.Err, out.Permanent = err, true
 		return out
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "Gatehouse-Webhooks/1.0")
-	req.Header.Set("webhook-id", d.ID)
+	req.Header.Set("webhook-id", id)
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
 	req.Header.Set("webhook-signature", sig)
-	resp, err := w.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		out.Err = err
 		return out
@@ -257,7 +273,6 @@ func (w *Webhooks) Send(ctx context.Context, d *Delivery, s *Subject) Outcome {
 	case resp.StatusCode == http.StatusGone:
 		out.Err = errors.New("410 Gone: the endpoint is disabled")
 		out.Permanent, out.Disable = true, "the receiver answered 410 Gone at "+now.UTC().Format(time.RFC3339)
-		w.forget(ep.ID)
 	case resp.StatusCode == http.StatusTooManyRequests:
 		out.Err = errors.New("429 Too Many Requests")
 		out.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), now)

@@ -184,11 +184,16 @@ func (s *Store) NextExpiry(ctx context.Context) (time.Time, error) {
 // running it writes nothing more. Errors: graph.ErrTaskNotFound,
 // *graph.TaskStatusError.
 func (s *Store) Cancel(ctx context.Context, taskID, actor string) error {
+	return s.cancel(ctx, taskID, map[string]string{"cancelled_by": actor, "actor": actor})
+}
+
+// cancel is Cancel with the task.cancelled event's data.
+func (s *Store) cancel(ctx context.Context, taskID string, what map[string]string) error {
 	id, ok := parseID(taskID)
 	if !ok {
 		return graph.ErrTaskNotFound
 	}
-	data, _ := json.Marshal(map[string]string{"cancelled_by": actor, "actor": actor})
+	data, _ := json.Marshal(what)
 	var notices []notify.Delivery
 	err := s.transition(ctx, taskID, "cancel", func(q *dbsqlc.Queries) (int64, error) {
 		seq, err := q.TaskCancel(ctx, dbsqlc.TaskCancelParams{ID: id, Data: data})

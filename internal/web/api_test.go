@@ -201,7 +201,7 @@ func TestHappyPath(t *testing.T) {
 			}
 		}
 		r.json(t, &wf)
-		if len(wf.Workflows) != 2 || wf.Workflows[0].Name != "feature" {
+		if len(wf.Workflows) != 3 || wf.Workflows[0].Name != "feature" {
 			t.Fatalf("workflows: %s", r.body)
 		}
 		f := wf.Workflows[0]

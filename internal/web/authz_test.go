@@ -123,6 +123,12 @@ func TestRoleEndpointMatrix(t *testing.T) {
 			id, itr := freshWaiting()
 			return built{path: apiPrefix + "/tasks/" + id + "/decisions", body: `{"interrupt_id":"` + itr + `","action":"approve"}`,
 				ctype: "application/json", expect: []int{http.StatusAccepted}}
+		case "POST /api/v1/requests":
+			return built{path: path, body: `{"kind":"matrix","title":"` + uniq("Matrix request ") + `"}`, ctype: "application/json",
+				expect: []int{http.StatusCreated}}
+		case "GET /api/v1/requests/:id", "POST /api/v1/requests/:id/cancel":
+			// The task read is no request; the role check passed.
+			return built{path: path, body: "", ctype: "application/json", expect: []int{http.StatusNotFound}}
 		case "GET /api/v1/interrupts/:id":
 			return built{path: apiPrefix + "/interrupts/" + readItr, expect: ok}
 		case "POST /api/v1/interrupts/:id/claim", "DELETE /api/v1/interrupts/:id/claim":

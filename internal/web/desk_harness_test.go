@@ -20,9 +20,11 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/live"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+	"github.com/gatehousehq/gatehouse/internal/requests"
 	"github.com/gatehousehq/gatehouse/internal/runner"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
+	"github.com/gatehousehq/gatehouse/internal/workflows/request"
 )
 
 // TestMain closes the browser the desk tests share.
@@ -122,7 +124,11 @@ func newDeskEnv(t testing.TB, extra ...graph.Workflow) *deskEnv {
 		t.Fatalf("feature.New: %v", err)
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: deskLogLevel}))
-	engine, err := graph.NewEngine(store, append([]graph.Workflow{fw}, extra...), graph.WithLogger(log))
+	rw, err := request.New()
+	if err != nil {
+		t.Fatalf("request.New: %v", err)
+	}
+	engine, err := graph.NewEngine(store, append([]graph.Workflow{fw, rw}, extra...), graph.WithLogger(log))
 	if err != nil {
 		t.Fatalf("NewEngine: %v", err)
 	}
@@ -171,7 +177,8 @@ func (e *deskEnv) startServer() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	deps := Deps{Engine: e.engine, Store: e.store, Hub: e.hub, Wake: e.run.Wake, Auth: e.auth,
-		Decider: auth.NewDecider(e.engine, e.store, e.policy, e.log, auth.WithWorker(e.run)), TrustProxy: e.trustProxy, Logger: e.log, Version: "test"}
+		Decider:    auth.NewDecider(e.engine, e.store, e.policy, e.log, auth.WithWorker(e.run), auth.WithDecisionCheck(requests.CheckDecision)),
+		TrustProxy: e.trustProxy, Logger: e.log, Version: "test"}
 	srv := New(deps)
 	addr := e.addr
 	if addr == "" {

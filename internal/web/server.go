@@ -22,6 +22,7 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/langgraph"
 	"github.com/gatehousehq/gatehouse/internal/live"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/requests"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/internal/web/slack"
 	"github.com/gatehousehq/gatehouse/internal/web/socket"
@@ -73,6 +74,9 @@ type Deps struct {
 	// OutboxRetention is how long finished deliveries are kept
 	// (GATEHOUSE_OUTBOX_RETENTION; 0: forever), as /admin/webhooks says.
 	OutboxRetention time.Duration
+	// Requests serves /api/v1/requests (SPEC §16); nil: one over Store,
+	// Engine and Hub.
+	Requests *requests.Service
 }
 
 // apiPrefix is where the JSON API lives.
@@ -94,6 +98,7 @@ type Server struct {
 
 	auth       *auth.Service
 	decider    *auth.Decider
+	requests   *requests.Service
 	claimTTL   time.Duration
 	presence   *presenceHub
 	trustProxy bool
@@ -136,7 +141,16 @@ func New(d Deps) *Server {
 	}
 	if s.decider == nil {
 		s.decider = auth.NewDecider(d.Engine, d.Store, auth.DefaultPolicy(), log.With("component", "auth"),
-			auth.WithWorker(auth.WakeWorker(d.Wake)))
+			auth.WithWorker(auth.WakeWorker(d.Wake)), auth.WithDecisionCheck(requests.CheckDecision))
+	}
+	s.requests = d.Requests
+	if s.requests == nil {
+		rc := requests.Config{Store: d.Store, Engine: d.Engine, Wake: d.Wake, AllowPrivate: d.WebhookAllowPrivate,
+			Logger: log.With("component", "requests")}
+		if d.Hub != nil {
+			rc.Events = d.Hub
+		}
+		s.requests = requests.NewService(rc)
 	}
 	s.presence = newPresenceHub()
 	if d.Hub != nil {
@@ -204,6 +218,10 @@ func (s *Server) routes() {
 	api(get, "/interrupts/:id", viewer, s.getInterrupt)
 	api(post, "/interrupts/:id/claim", approver, s.claimInterrupt)
 	api(http.MethodDelete, "/interrupts/:id/claim", approver, s.releaseInterrupt)
+	api(post, "/requests", operator, s.createRequest)
+	api(get, "/requests", viewer, s.listRequests)
+	api(get, "/requests/:id", viewer, s.getRequest)
+	api(post, "/requests/:id/cancel", operator, s.cancelRequest)
 	api(get, "/audit", admin, s.auditAPI)
 	api(get, "/analytics", viewer, s.analyticsAPI)
 

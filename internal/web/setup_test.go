@@ -21,9 +21,11 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/live"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+	"github.com/gatehousehq/gatehouse/internal/requests"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
+	"github.com/gatehousehq/gatehouse/internal/workflows/request"
 )
 
 const testToken = "test-token-7f3a9c"
@@ -73,9 +75,9 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 	if err != nil {
 		t.Fatalf("feature.New: %v", err)
 	}
-	engine, err := graph.NewEngine(store, []graph.Workflow{fw, graphtest.Linear(2)})
+	rw, err := request.New()
 	if err != nil {
-		t.Fatalf("NewEngine: %v", err)
+		t.Fatalf("request.New: %v", err)
 	}
 
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -90,13 +92,19 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 		t.Fatal("hub never listened")
 	}
 
-	b := &bundle{pool: pool, store: store, engine: engine, stub: stub, hub: hub}
 	policy := auth.NewPolicy(nil, nil)
 	if o.policy != nil {
 		policy = *o.policy
 	}
+	// The policy's deadlines and the tasks' own (options.deadlines) apply
+	// to raises, as in serve.
+	engine, err := graph.NewEngine(store, []graph.Workflow{fw, graphtest.Linear(2), rw}, graph.WithRaiseHook(policy.Schedule))
+	if err != nil {
+		t.Fatalf("NewEngine: %v", err)
+	}
+	b := &bundle{pool: pool, store: store, engine: engine, stub: stub, hub: hub}
 	b.srv = New(Deps{Engine: engine, Store: store, Hub: hub, Wake: b.wake, BootstrapToken: o.token,
-		Decider: auth.NewDecider(engine, store, policy, log, auth.WithWorker(auth.WakeWorker(b.wake))),
+		Decider: auth.NewDecider(engine, store, policy, log, auth.WithWorker(auth.WakeWorker(b.wake)), auth.WithDecisionCheck(requests.CheckDecision)),
 		Ready:   func(ctx context.Context) error { return postgres.Ready(ctx, pool) }, Logger: log, Version: "test"})
 	if o.tweak != nil {
 		o.tweak(b.srv)

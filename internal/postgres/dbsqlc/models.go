@@ -253,6 +253,42 @@ type Presence struct {
 	SeenAt   time.Time
 }
 
+type Request struct {
+	ID             uuid.UUID
+	CreatedBy      string
+	IdempotencyKey *string
+	BodySha256     string
+	Kind           string
+	Body           json.RawMessage
+	CallbackUrl    string
+	CallbackSecret string
+	Via            string
+	CreatedAt      time.Time
+}
+
+type RequestRow struct {
+	ID              uuid.UUID
+	CreatedBy       string
+	IdempotencyKey  *string
+	Kind            string
+	Body            json.RawMessage
+	CallbackUrl     string
+	Via             string
+	CreatedAt       time.Time
+	TaskStatus      string
+	InterruptID     string
+	InterruptStatus string
+	DeadlineAt      *time.Time
+	PayloadSha256   string
+	ResolvedAt      *time.Time
+	DAction         string
+	DFeedback       string
+	DValue          json.RawMessage
+	DDecidedBy      string
+	DDecidedAt      *time.Time
+	Status          string
+}
+
 type RowCount struct {
 	Scope string
 	Key   string

@@ -19,6 +19,7 @@ import (
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/requests"
 )
 
 // Error codes of the API (the "code" of an error body).
@@ -104,10 +105,23 @@ func Of(err error) *Error {
 		invErr   *auth.InvalidError
 		goneErr  *graph.NodeGoneError
 		tsErr    *graph.TaskStatusError
+		rfErr    *requests.FieldError
+		rcErr    *requests.ConflictError
+		ansErr   *auth.AnswerError
 	)
 	switch {
 	case errors.As(err, &apiErr):
 		return apiErr
+	case errors.As(err, &rfErr):
+		return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Field: rfErr.Field, Message: rfErr.Error(), Err: err}
+	case errors.As(err, &rcErr):
+		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: rcErr.Error(), Err: err}
+	case errors.As(err, &ansErr):
+		// An answer that fails its request's response_schema (SPEC §17).
+		return &Error{Status: http.StatusUnprocessableEntity, Code: CodeInvalidInput, Field: ansErr.Field,
+			Message: ansErr.Error(), Err: err}
+	case errors.Is(err, requests.ErrNotFound):
+		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "request not found", Err: err}
 	case errors.As(err, &fbErr):
 		// A refusal with its reason: who may decide, separation of duties.
 		return &Error{Status: http.StatusForbidden, Code: CodeForbidden, Message: fbErr.Reason, Err: err}

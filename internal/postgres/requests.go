@@ -1,0 +1,130 @@
+package postgres
+
+// Approval requests (SPEC §16): the rows of package requests.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
+	"github.com/gatehousehq/gatehouse/internal/requests"
+)
+
+var _ requests.Store = (*Store)(nil)
+
+// RequestReserve implements requests.Store.
+func (s *Store) RequestReserve(ctx context.Context, r requests.NewRecord) (bool, error) {
+	id, ok := parseID(r.ID)
+	if !ok {
+		return false, fmt.Errorf("request id %q is not a uuid", r.ID)
+	}
+	p := dbsqlc.RequestReserveParams{ID: id, CreatedBy: r.CreatedBy, BodySha256: r.BodySHA256, Kind: r.Kind, Body: r.Body,
+		CallbackUrl: r.CallbackURL, CallbackSecret: r.CallbackSecret, Via: r.Via}
+	if r.IdempotencyKey != "" {
+		p.IdempotencyKey = &r.IdempotencyKey
+	}
+	_, err := s.q.RequestReserve(ctx, p)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("write request: %w", err)
+	}
+	return true, nil
+}
+
+// RequestByKey implements requests.Store.
+func (s *Store) RequestByKey(ctx context.Context, principal, key string) (requests.Keyed, error) {
+	r, err := s.q.RequestByKey(ctx, dbsqlc.RequestByKeyParams{CreatedBy: principal, IdempotencyKey: key})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return requests.Keyed{}, requests.ErrNotFound
+	}
+	if err != nil {
+		return requests.Keyed{}, fmt.Errorf("read request by key: %w", err)
+	}
+	return requests.Keyed{ID: r.ID.String(), BodySHA256: r.BodySha256, CallbackSecret: r.CallbackSecret}, nil
+}
+
+// RequestGet implements requests.Store.
+func (s *Store) RequestGet(ctx context.Context, id string) (requests.Record, error) {
+	uid, ok := parseID(id)
+	if !ok {
+		return requests.Record{}, requests.ErrNotFound
+	}
+	r, err := s.q.RequestGet(ctx, uid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return requests.Record{}, requests.ErrNotFound
+	}
+	if err != nil {
+		return requests.Record{}, fmt.Errorf("read request %s: %w", id, err)
+	}
+	return recordOf(r), nil
+}
+
+func recordOf(r dbsqlc.RequestRow) requests.Record {
+	return requests.Record{ID: r.ID.String(), CreatedBy: r.CreatedBy, IdempotencyKey: deref(r.IdempotencyKey), Kind: r.Kind,
+		Body: r.Body, CallbackURL: r.CallbackUrl, Via: r.Via, CreatedAt: r.CreatedAt, TaskStatus: r.TaskStatus,
+		InterruptID: r.InterruptID, InterruptStatus: r.InterruptStatus, Deadline: r.DeadlineAt, PayloadSHA256: r.PayloadSha256,
+		ResolvedAt: r.ResolvedAt, DecisionAction: r.DAction, DecisionFeedback: r.DFeedback, DecisionValue: r.DValue,
+		DecisionBy: r.DDecidedBy, DecidedAt: r.DDecidedAt, Status: r.Status}
+}
+
+// RequestList implements requests.Store.
+func (s *Store) RequestList(ctx context.Context, q requests.ListQuery) ([]requests.Record, error) {
+	p := dbsqlc.RequestListParams{Kind: q.Kind, Status: q.Status, AfterAt: q.AfterAt, MaxRows: int32(q.Limit)}
+	if q.AfterAt != nil {
+		id, ok := parseID(q.AfterID)
+		if !ok {
+			return nil, fmt.Errorf("list requests: bad cursor id %q", q.AfterID)
+		}
+		p.AfterID = &id
+	}
+	rows, err := s.q.RequestList(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("list requests: %w", err)
+	}
+	out := make([]requests.Record, len(rows))
+	for i, r := range rows {
+		out[i] = recordOf(r)
+	}
+	return out, nil
+}
+
+// RequestOrphans implements requests.Store.
+func (s *Store) RequestOrphans(ctx context.Context, before time.Time) ([]requests.Record, error) {
+	rows, err := s.q.RequestOrphans(ctx, before)
+	if err != nil {
+		return nil, fmt.Errorf("requests without a task: %w", err)
+	}
+	out := make([]requests.Record, len(rows))
+	for i, r := range rows {
+		out[i] = requests.Record{ID: r.ID.String(), CreatedBy: r.CreatedBy, Kind: r.Kind, Body: r.Body, Via: r.Via}
+	}
+	return out, nil
+}
+
+// RequestCallback implements requests.Store.
+func (s *Store) RequestCallback(ctx context.Context, id string) (string, string, error) {
+	uid, ok := parseID(id)
+	if !ok {
+		return "", "", requests.ErrNotFound
+	}
+	r, err := s.q.RequestCallback(ctx, uid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", "", requests.ErrNotFound
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("read the callback of request %s: %w", id, err)
+	}
+	return r.CallbackUrl, r.CallbackSecret, nil
+}
+
+// RequestCancel implements requests.Store: Cancel, with the channel in
+// task.cancelled's data.via.
+func (s *Store) RequestCancel(ctx context.Context, id, actor, via string) error {
+	return s.cancel(ctx, id, map[string]string{"cancelled_by": actor, "actor": actor, "via": via})
+}

@@ -1,0 +1,378 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// apiRequest is a Request as the API shows it, with the 201's secret.
+type apiRequest = createRequestResponse
+
+func (b *bundle) makeRequest(t *testing.T, body any) apiRequest {
+	t.Helper()
+	r := b.do(t, http.MethodPost, "/api/v1/requests", body)
+	if r.status != http.StatusCreated {
+		t.Fatalf("create request: %d %s", r.status, r.body)
+	}
+	var out apiRequest
+	r.json(t, &out)
+	return out
+}
+
+// TestRequestCreate: a request is a waiting task of the request workflow
+// with one interrupt of its kind, in the inbox at once.
+func TestRequestCreate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	got := b.makeRequest(t, map[string]any{"kind": "tool_call", "title": "Run rm -rf /tmp/x?",
+		"description": "**why**: cleanup", "payload": map[string]any{"tool": "shell", "args": map[string]any{"cmd": "rm -rf /tmp/x"}},
+		"metadata": map[string]any{"agent": "a1"}, "deadline": "1h"})
+	if got.Status != "pending" || got.Kind != "tool_call" || got.TaskID != got.ID || got.InterruptID == "" ||
+		len(got.PayloadSHA256) != 64 || got.CreatedBy != "bootstrap" || got.Deadline == nil ||
+		strings.Join(got.Actions, ",") != "approve,reject" || got.URL != "/tasks/"+got.ID || got.CallbackSecret != "" ||
+		string(got.Metadata) != `{"agent":"a1"}` || got.IdempotencyKey != nil || string(got.ResponseSchema) != "null" {
+		t.Fatalf("request: %+v", got)
+	}
+	if d := time.Until(*got.Deadline); d < 59*time.Minute || d > time.Hour {
+		t.Errorf("deadline in %s", d)
+	}
+	r := b.do(t, http.MethodGet, "/api/v1/interrupts?status=pending&kind=tool_call", nil)
+	if !strings.Contains(string(r.body), got.InterruptID) {
+		t.Fatalf("not in the inbox: %s", r.body)
+	}
+	var task Task
+	b.do(t, http.MethodGet, "/api/v1/tasks/"+got.ID, nil).json(t, &task)
+	if task.Workflow != "request" || task.Status != "waiting" || task.PendingInterrupt == nil ||
+		task.PendingInterrupt.Payload.Artifact == nil || !strings.Contains(task.PendingInterrupt.Payload.Artifact.Content, "\"cmd\": \"rm -rf /tmp/x\"") {
+		t.Fatalf("task: %+v", task)
+	}
+	var via string
+	if err := b.pool.QueryRow(context.Background(),
+		"SELECT data->>'via' FROM task_events WHERE task_id = $1 AND type = 'task.created'", got.ID).Scan(&via); err != nil || via != "api" {
+		t.Errorf("task.created via %q, %v", via, err)
+	}
+	// Get and list.
+	var one apiRequest
+	b.do(t, http.MethodGet, "/api/v1/requests/"+got.ID, nil).json(t, &one)
+	if one.ID != got.ID || one.PayloadSHA256 != got.PayloadSHA256 {
+		t.Errorf("get: %+v", one)
+	}
+	var page struct {
+		Requests   []apiRequest `json:"requests"`
+		NextCursor *string      `json:"next_cursor"`
+	}
+	b.do(t, http.MethodGet, "/api/v1/requests?status=pending&kind=tool_call", nil).json(t, &page)
+	if len(page.Requests) != 1 || page.Requests[0].ID != got.ID || page.NextCursor != nil {
+		t.Errorf("list: %+v", page)
+	}
+	b.do(t, http.MethodGet, "/api/v1/requests?status=approved", nil).json(t, &page)
+	if len(page.Requests) != 0 {
+		t.Errorf("approved list: %+v", page)
+	}
+	if r := b.do(t, http.MethodGet, "/api/v1/requests/"+"00000000-0000-0000-0000-000000000000", nil); r.status != http.StatusNotFound {
+		t.Errorf("unknown: %d", r.status)
+	}
+}
+
+// TestRequestBadInput: every §16 rule is a 400 naming the field, and
+// nothing is created.
+func TestRequestBadInput(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ok := func() map[string]any { return map[string]any{"kind": "deploy", "title": "Deploy?"} }
+	with := func(k string, v any) map[string]any {
+		m := ok()
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+		return m
+	}
+	cases := []struct {
+		name  string
+		body  any
+		field string
+	}{
+		{"NoKind", with("kind", nil), "kind"},
+		{"BadKind", with("kind", "Deploy-Prod"), "kind"},
+		{"LongKind", with("kind", "k"+strings.Repeat("x", 40)), "kind"},
+		{"NoTitle", with("title", nil), "title"},
+		{"BlankTitle", with("title", "   "), "title"},
+		{"LongTitle", with("title", strings.Repeat("é", 201)), "title"},
+		{"NulTitle", with("title", "a\x00b"), "title"},
+		{"LongDescription", with("description", strings.Repeat("x", 64<<10+1)), "description"},
+		{"PayloadNotObject", with("payload", []int{1}), "payload"},
+		{"PayloadTooBig", with("payload", map[string]string{"x": strings.Repeat("x", 256<<10)}), "payload"},
+		{"PayloadNul", `{"kind":"deploy","title":"t","payload":{"a":"\u0000"}}`, "payload"},
+		{"EmptyActions", with("actions", []string{}), "actions"},
+		{"UnknownAction", with("actions", []string{"approve", "maybe"}), "actions[1]"},
+		{"TwiceAction", with("actions", []string{"approve", "approve"}), "actions[1]"},
+		{"SchemaWithoutRespond", func() map[string]any {
+			m := with("actions", []string{"approve"})
+			m["response_schema"] = map[string]any{"type": "string"}
+			return m
+		}(), "actions"},
+		{"LongKey", with("idempotency_key", strings.Repeat("k", 201)), "idempotency_key"},
+		{"BadDeadline", with("deadline", "soon"), "deadline"},
+		{"ShortDeadline", with("deadline", "10ms"), "deadline"},
+		{"PastDeadline", with("deadline", time.Now().Add(-time.Hour).Format(time.RFC3339)), "deadline"},
+		{"BadCallback", with("callback_url", "ftp://example.com/x"), "callback_url"},
+		{"PrivateCallback", with("callback_url", "http://127.0.0.1:9/hook"), "callback_url"},
+		{"MetadataNotObject", with("metadata", "x"), "metadata"},
+		{"MetadataTooBig", with("metadata", map[string]string{"x": strings.Repeat("x", 16<<10)}), "metadata"},
+		{"SchemaNested", with("response_schema", map[string]any{"type": "object", "properties": map[string]any{
+			"env": map[string]any{"type": "object"}}}), "response_schema.properties.env.type"},
+		{"SchemaRef", with("response_schema", map[string]any{"type": "object", "properties": map[string]any{
+			"env": map[string]any{"$ref": "#/x"}}}), "response_schema.properties.env.type"},
+		{"SchemaOneOf", with("response_schema", map[string]any{"type": "object", "oneOf": []any{}, "properties": map[string]any{
+			"env": map[string]any{"type": "string"}}}), "response_schema.oneOf"},
+		{"SchemaUnknownFormat", with("response_schema", map[string]any{"type": "object", "properties": map[string]any{
+			"when": map[string]any{"type": "string", "format": "date-time"}}}), "response_schema.properties.when.format"},
+		{"SchemaTooManyProperties", with("response_schema", func() map[string]any {
+			props := map[string]any{}
+			for i := range 51 {
+				props[fmt.Sprintf("p%d", i)] = map[string]any{"type": "string"}
+			}
+			return map[string]any{"type": "object", "properties": props}
+		}()), "response_schema.properties"},
+		{"SchemaTooBig", with("response_schema", map[string]any{"type": "string", "description": strings.Repeat("x", 64<<10)}), "response_schema"},
+		{"SchemaArrayOfNumbers", with("response_schema", map[string]any{"type": "array", "items": map[string]any{"type": "number"}}),
+			"response_schema.items.type"},
+		{"SchemaBadRequired", with("response_schema", map[string]any{"type": "object", "required": []string{"nope"},
+			"properties": map[string]any{"a": map[string]any{"type": "string"}}}), "response_schema.required"},
+		{"WrongType", with("title", 5), "title"},
+		{"UnknownField", with("color", "red"), ""},
+	}
+	for _, c := range cases {
+		r := b.do(t, http.MethodPost, "/api/v1/requests", c.body)
+		if r.status != http.StatusBadRequest {
+			t.Errorf("%s: %d %s", c.name, r.status, r.body)
+			continue
+		}
+		if e := r.apiErr(t); c.field != "" && e.Field != c.field {
+			t.Errorf("%s: field %q (%s), want %q", c.name, e.Field, e.Message, c.field)
+		}
+	}
+	if n := b.count(t, "requests") + b.count(t, "tasks"); n != 0 {
+		t.Errorf("%d rows written by bad requests", n)
+	}
+}
+
+// TestRequestIdempotency: 20 concurrent repeats of one key make one
+// request, one task, one inbox item; the same key with another body is
+// 409; another principal's key is its own.
+func TestRequestIdempotency(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	body := map[string]any{"kind": "refund", "title": "Refund #42", "payload": map[string]any{"amount": 30},
+		"idempotency_key": "refund-42", "callback_url": "https://93.184.216.34/hook"}
+	type result struct {
+		status int
+		req    apiRequest
+	}
+	results := make([]result, 20)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() {
+			r := b.do(t, http.MethodPost, "/api/v1/requests", body)
+			results[i].status = r.status
+			_ = json.Unmarshal(r.body, &results[i].req)
+		})
+	}
+	wg.Wait()
+	created := 0
+	for _, r := range results {
+		switch r.status {
+		case http.StatusCreated:
+			created++
+		case http.StatusOK:
+		default:
+			t.Fatalf("repeat: %d %+v", r.status, r.req)
+		}
+		if r.req.ID != results[0].req.ID || r.req.InterruptID != results[0].req.InterruptID || r.req.InterruptID == "" {
+			t.Fatalf("repeats differ: %+v vs %+v", r.req, results[0].req)
+		}
+		if !strings.HasPrefix(r.req.CallbackSecret, "whsec_") || r.req.CallbackSecret != results[0].req.CallbackSecret {
+			t.Fatalf("secret %q vs %q", r.req.CallbackSecret, results[0].req.CallbackSecret)
+		}
+	}
+	if created != 1 {
+		t.Errorf("%d of 20 repeats answered 201", created)
+	}
+	for _, q := range []string{"requests", "tasks", "interrupts"} {
+		if n := b.count(t, q); n != 1 {
+			t.Errorf("%s = %d", q, n)
+		}
+	}
+	// Another body under the key.
+	other := map[string]any{"kind": "refund", "title": "Refund #43", "idempotency_key": "refund-42"}
+	if r := b.do(t, http.MethodPost, "/api/v1/requests", other); r.status != http.StatusConflict {
+		t.Errorf("reused key: %d %s", r.status, r.body)
+	}
+	// The secret is in the 201 and repeats only.
+	var got map[string]any
+	b.do(t, http.MethodGet, "/api/v1/requests/"+results[0].req.ID, nil).json(t, &got)
+	if _, ok := got["callback_secret"]; ok {
+		t.Errorf("GET shows the secret: %v", got)
+	}
+	if n := b.count(t, "requests"); n != 1 {
+		t.Errorf("%d requests after the conflict", n)
+	}
+}
+
+// TestRequestWaitAndDecide: a long poll returns within 100 ms of the
+// decision; a poll of a decided request returns at once; one of a
+// pending request returns at wait.
+func TestRequestWaitAndDecide(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	req := b.makeRequest(t, map[string]any{"kind": "deploy", "title": "Deploy v2?"})
+	start := time.Now()
+	r := b.do(t, http.MethodGet, "/api/v1/requests/"+req.ID+"?wait=300ms", nil)
+	if el := time.Since(start); r.status != http.StatusOK || el < 300*time.Millisecond || el > 2*time.Second {
+		t.Fatalf("pending poll: %d after %s", r.status, el)
+	}
+	done := make(chan apiRequest, 1)
+	go func() {
+		var got apiRequest
+		b.do(t, http.MethodGet, "/api/v1/requests/"+req.ID+"?wait=20s", nil).json(t, &got)
+		done <- got
+	}()
+	time.Sleep(200 * time.Millisecond)
+	decided := time.Now()
+	d := b.do(t, http.MethodPost, "/api/v1/tasks/"+req.ID+"/decisions", map[string]any{
+		"interrupt_id": req.InterruptID, "action": "reject", "feedback": "not today", "payload_sha256": req.PayloadSHA256})
+	if d.status != http.StatusAccepted {
+		t.Fatalf("decide: %d %s", d.status, d.body)
+	}
+	select {
+	case got := <-done:
+		if el := time.Since(decided); el > time.Second {
+			t.Errorf("the poll answered %s after the decision", el)
+		}
+		if got.Status != "rejected" || got.Decision == nil || got.Decision.Action != "reject" || got.Decision.By != "bootstrap" ||
+			got.Decision.Feedback != "not today" {
+			t.Errorf("after the decision: %+v", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the long poll did not return")
+	}
+	start = time.Now()
+	if r := b.do(t, http.MethodGet, "/api/v1/requests/"+req.ID+"?wait=30s", nil); r.status != http.StatusOK || time.Since(start) > time.Second {
+		t.Errorf("decided poll: %d after %s", r.status, time.Since(start))
+	}
+	if r := b.do(t, http.MethodGet, "/api/v1/requests/"+req.ID+"?wait=61s", nil); r.status != http.StatusBadRequest {
+		t.Errorf("wait 61s: %d", r.status)
+	}
+}
+
+// TestRequestTypedAnswer: an answer that fails the response_schema is 422
+// naming the field and records nothing; a valid one is stored typed.
+func TestRequestTypedAnswer(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	schema := map[string]any{"type": "object", "required": []string{"env", "replicas"}, "properties": map[string]any{
+		"env":      map[string]any{"type": "string", "enum": []string{"staging", "prod"}, "title": "Environment"},
+		"replicas": map[string]any{"type": "integer", "minimum": 1, "maximum": 10},
+		"notes":    map[string]any{"type": "string", "format": "textarea", "maxLength": 20},
+		"checks":   map[string]any{"type": "array", "items": map[string]any{"type": "string", "enum": []string{"lint", "tests"}}, "minItems": 1},
+		"urgent":   map[string]any{"type": "boolean"},
+	}}
+	req := b.makeRequest(t, map[string]any{"kind": "question", "title": "Where to deploy?", "response_schema": schema})
+	if strings.Join(req.Actions, ",") != "respond" {
+		t.Fatalf("actions %v", req.Actions)
+	}
+	bad := []struct {
+		value any
+		field string
+	}{
+		{map[string]any{"env": "dev", "replicas": 2}, "value.env"},
+		{map[string]any{"env": "prod", "replicas": 11}, "value.replicas"},
+		{map[string]any{"env": "prod"}, "value.replicas"},
+		{map[string]any{"env": "prod", "replicas": 2, "notes": strings.Repeat("n", 21)}, "value.notes"},
+		{map[string]any{"env": "prod", "replicas": 2, "checks": []string{}}, "value.checks"},
+		{"just text", "value"},
+	}
+	for _, c := range bad {
+		r := b.do(t, http.MethodPost, "/api/v1/tasks/"+req.ID+"/decisions", map[string]any{
+			"interrupt_id": req.InterruptID, "action": "respond", "value": c.value})
+		if r.status != http.StatusUnprocessableEntity {
+			t.Errorf("%v: %d %s", c.value, r.status, r.body)
+			continue
+		}
+		if e := r.apiErr(t); e.Field != c.field {
+			t.Errorf("%v: field %q (%s), want %q", c.value, e.Field, e.Message, c.field)
+		}
+	}
+	if n := b.count(t, "decisions"); n != 0 {
+		t.Fatalf("%d decisions recorded by wrong answers", n)
+	}
+	r := b.do(t, http.MethodPost, "/api/v1/tasks/"+req.ID+"/decisions", map[string]any{
+		"interrupt_id": req.InterruptID, "action": "respond", "value": map[string]any{"env": "prod", "replicas": 3, "checks": []string{"tests"}, "urgent": true}})
+	if r.status != http.StatusAccepted {
+		t.Fatalf("answer: %d %s", r.status, r.body)
+	}
+	var got apiRequest
+	b.do(t, http.MethodGet, "/api/v1/requests/"+req.ID, nil).json(t, &got)
+	var v map[string]any
+	if err := json.Unmarshal(got.Decision.Value, &v); err != nil || got.Status != "responded" || v["env"] != "prod" ||
+		v["replicas"] != float64(3) || v["urgent"] != true {
+		t.Fatalf("answered: %+v %s", got, got.Decision.Value)
+	}
+}
+
+// TestRequestEditAndText: edit carries the edited payload as an object;
+// a request without a schema takes text answers only.
+func TestRequestEditAndText(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	req := b.makeRequest(t, map[string]any{"kind": "tool_call", "title": "Send mail?", "payload": map[string]any{"to": "a@x"},
+		"actions": []string{"approve", "reject", "edit", "respond"}})
+	dec := func(body map[string]any) reply {
+		body["interrupt_id"] = req.InterruptID
+		return b.do(t, http.MethodPost, "/api/v1/tasks/"+req.ID+"/decisions", body)
+	}
+	if r := dec(map[string]any{"action": "edit", "value": "not json"}); r.status != http.StatusBadRequest || r.apiErr(t).Field != "value" {
+		t.Errorf("edit with text: %d %s", r.status, r.body)
+	}
+	if r := dec(map[string]any{"action": "respond", "value": map[string]any{"a": 1}}); r.status != http.StatusBadRequest {
+		t.Errorf("object answer without a schema: %d %s", r.status, r.body)
+	}
+	if r := dec(map[string]any{"action": "edit", "value": `{"to": "b@x"}`}); r.status != http.StatusAccepted {
+		t.Fatalf("edit: %d %s", r.status, r.body)
+	}
+	var got apiRequest
+	b.do(t, http.MethodGet, "/api/v1/requests/"+req.ID, nil).json(t, &got)
+	if got.Status != "edited" || string(got.Decision.Value) != `{"to":"b@x"}` {
+		t.Errorf("edited: %+v %s", got, got.Decision.Value)
+	}
+}
+
+// TestRequestCancel: the creator cancels a pending request (200); a
+// second cancel is 409; the task is cancelled with the channel named.
+func TestRequestCancel(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	req := b.makeRequest(t, map[string]any{"kind": "deploy", "title": "Deploy?"})
+	r := b.do(t, http.MethodPost, "/api/v1/requests/"+req.ID+"/cancel", nil)
+	var got apiRequest
+	r.json(t, &got)
+	if r.status != http.StatusOK || got.Status != "cancelled" {
+		t.Fatalf("cancel: %d %s", r.status, r.body)
+	}
+	if r := b.do(t, http.MethodPost, "/api/v1/requests/"+req.ID+"/cancel", nil); r.status != http.StatusConflict {
+		t.Errorf("second cancel: %d %s", r.status, r.body)
+	}
+	var via string
+	if err := b.pool.QueryRow(context.Background(),
+		"SELECT data->>'via' FROM task_events WHERE task_id = $1 AND type = 'task.cancelled'", req.ID).Scan(&via); err != nil || via != "api" {
+		t.Errorf("task.cancelled via %q, %v", via, err)
+	}
+}
