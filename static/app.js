@@ -167,6 +167,18 @@
   });
 })();
 
+// A select marked data-autosubmit submits its form when changed (the fork
+// page's checkpoint picker); its form keeps a button for the same.
+(function () {
+  "use strict";
+  document.addEventListener("change", function (e) {
+    var s = e.target;
+    if (s && s.matches && s.matches("select[data-autosubmit]") && s.form) {
+      if (s.form.requestSubmit) s.form.requestSubmit(); else s.form.submit();
+    }
+  });
+})();
+
 // Forms and buttons marked data-confirm ask before they submit (revoke a
 // token, disable a user); buttons marked data-copy copy the text of the
 // element they name.

@@ -132,7 +132,7 @@ func ForkView(f ForkPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "\" aria-label=\"Choose a checkpoint\"><div class=\"field inline\"><label for=\"fork-step\">Checkpoint</label> <select id=\"fork-step\" name=\"step\" onchange=\"this.form.submit()\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "\" aria-label=\"Choose a checkpoint\"><div class=\"field inline\"><label for=\"fork-step\">Checkpoint</label> <select id=\"fork-step\" name=\"step\" data-autosubmit>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -178,7 +178,7 @@ func ForkView(f ForkPage) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "</select><noscript><button class=\"button\" type=\"submit\">Show</button></noscript></div><p class=\"muted\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "</select> <button class=\"button small\" type=\"submit\">Show</button></div><p class=\"muted\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

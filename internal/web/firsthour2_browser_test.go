@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -57,5 +58,80 @@ func TestActionLinkDecidesInChromium(t *testing.T) {
 	}
 	if msgs := console(); len(msgs) > 0 {
 		t.Errorf("console errors: %q", msgs)
+	}
+}
+
+// noInlineHandlers is a page check: no element carries an on… attribute
+// (our CSP blocks them: they would do nothing).
+const noInlineHandlers = `[].concat.apply([], [].map.call(document.querySelectorAll("*"), function(e){` +
+	`return [].filter.call(e.attributes, function(a){return /^on/i.test(a.name)}).map(function(a){return e.tagName+" "+a.name})}))`
+
+// TestDeskForkPickerAndCSP: the fork page's checkpoint picker changes the
+// checkpoint in Chromium (the select submits its form from app.js, and a
+// button does it too); the select fits its card at 1366 and 390 px. Every
+// desk page is then opened with the console watched: a CSP violation
+// (inline handler, inline style or script) or any other console error
+// fails the test, and no element carries an inline handler.
+func TestDeskForkPickerAndCSP(t *testing.T) {
+	t.Parallel()
+	env := newDeskEnv(t)
+	ctx := context.Background()
+	src := env.createFeature("Export reports as CSV")
+	itr := env.waitPending(src, "prd")
+	hist, err := env.store.History(ctx, src)
+	if err != nil || len(hist) < 3 {
+		t.Fatalf("history %+v %v", hist, err)
+	}
+	b := env.openTab(t, "ada")
+	console := b.watchConsole()
+	b.do(chromedp.EmulateViewport(1366, 900))
+	last := hist[len(hist)-1].Step
+	b.do(chromedp.Navigate(env.base + "/tasks/" + src + "/fork?step=" + strconv.Itoa(last)))
+	b.waitJS(`document.querySelector("#fork-step")`, 10*time.Second)
+	first := hist[0].Step
+	if first == last {
+		t.Fatalf("one checkpoint only: %+v", hist)
+	}
+	b.screenshot("fork-1366")
+	// Pick the first checkpoint as a person would: the page follows.
+	eval[bool](b, `(function(){var s=document.querySelector("#fork-step");s.value=`+jsq(strconv.Itoa(first))+
+		`;s.dispatchEvent(new Event("change",{bubbles:true}));return true})()`)
+	b.waitJS(`document.querySelector("main.fork-page") && document.querySelector("main.fork-page").dataset.step === `+jsq(strconv.Itoa(first)), 10*time.Second)
+	// The form has a button too.
+	if !b.Exists(`form[aria-label="Choose a checkpoint"] button[type=submit]`) {
+		t.Error("the checkpoint form has no button")
+	}
+	fits := `(function(){var s=document.querySelector("#fork-step"),c=s.closest(".card");` +
+		`return s.getBoundingClientRect().right <= c.getBoundingClientRect().right + 0.5})()`
+	if !eval[bool](b, fits) {
+		t.Error("the checkpoint select overflows its card at 1366 px")
+	}
+	b.do(chromedp.EmulateViewport(390, 844))
+	b.do(chromedp.Reload())
+	b.waitJS(`document.querySelector("#fork-step")`, 10*time.Second)
+	if !eval[bool](b, fits) {
+		t.Error("the checkpoint select overflows its card at 390 px")
+	}
+	b.screenshot("fork-390")
+	b.do(chromedp.EmulateViewport(1366, 900))
+
+	// Every page, watched.
+	token, hash := notify.ActionToken()
+	if err := env.store.CreateActionLink(ctx, hash, notify.ActionLink{InterruptID: itr.ID, TaskID: src, Recipient: "ada",
+		ExpiresAt: time.Now().Add(time.Hour)}, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/", "/inbox", "/tasks/new", "/tasks/" + src, "/tasks/" + src + "/fork",
+		"/analytics", "/audit", "/admin/users", "/admin/tokens", "/admin/policy", "/admin/webhooks", "/account",
+		"/act/" + token} {
+		b.do(chromedp.Navigate(env.base + path))
+		b.waitJS(`document.readyState === "complete"`, 10*time.Second)
+		time.Sleep(200 * time.Millisecond) // late console reports
+		if got := eval[[]string](b, noInlineHandlers); len(got) > 0 {
+			t.Errorf("%s: inline handlers %q", path, got)
+		}
+	}
+	if msgs := console(); len(msgs) > 0 {
+		t.Errorf("console errors (CSP violations among them): %q", msgs)
 	}
 }
