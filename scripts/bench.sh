@@ -114,6 +114,8 @@ END {
 	unit["BenchmarkStateSize|us_1k/step"] = "us/step"
 	unit["BenchmarkStateSize|us_64k/step"] = "us/step"
 	unit["BenchmarkStateSize|us_1m/step"] = "us/step"
+	fig["BenchmarkMCPGetRequest|p50_ms"] = "BENCH mcp_get_request_p50"
+	fig["BenchmarkMCPWaitReturn|p99_ms"] = "BENCH mcp_wait_return_p99"
 	fig["BenchmarkLangGraphResume|native_p50_ms"] = "BENCH approval_native_p50_same_run"
 	fig["BenchmarkLangGraphResume|langgraph_p50_ms"] = "BENCH langgraph_resume_p50"
 	fig["BenchmarkLangGraphResume|langgraph_end_p50_ms"] = "BENCH langgraph_resume_to_end_p50"

@@ -143,6 +143,9 @@ type InboxItem struct {
 	Iteration   int
 	Created     time.Time
 	Waiting     string // how long, e.g. "3 min"
+	// CreatedBy is who started the task or made the request (a user, or
+	// an API token as token:NAME, as over MCP).
+	CreatedBy string
 	// NotBy names who may not approve it (its task's creator, under
 	// separation of duties): "needs another approver" in the inbox.
 	NotBy string

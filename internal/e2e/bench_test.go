@@ -23,8 +23,10 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/notify"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+	"github.com/gatehousehq/gatehouse/internal/requests"
 	"github.com/gatehousehq/gatehouse/internal/runner"
 	"github.com/gatehousehq/gatehouse/internal/web"
+	"github.com/gatehousehq/gatehouse/internal/workflows/request"
 )
 
 const token = "bench-token-0123456789"
@@ -61,7 +63,11 @@ func newStack(b *testing.B, workers int) *stack {
 	hub := live.NewHub(url, store, nil)
 	go hub.Run(ctx)
 	<-hub.Ready()
-	e, err := graph.NewEngine(store, []graph.Workflow{graphtest.Linear(10), graphtest.GateCycle()}, graph.WithSink(hub))
+	rw, err := request.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := graph.NewEngine(store, []graph.Workflow{graphtest.Linear(10), graphtest.GateCycle(), rw}, graph.WithSink(hub))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -69,7 +75,7 @@ func newStack(b *testing.B, workers int) *stack {
 	hub.OnRunnable(r.WakeFor)
 	r.Start()
 	srv := web.New(web.Deps{Engine: e, Store: store, Hub: hub, Wake: r.Wake, BootstrapToken: token,
-		Decider: auth.NewDecider(e, store, auth.DefaultPolicy(), nil, auth.WithWorker(r)),
+		Decider: auth.NewDecider(e, store, auth.DefaultPolicy(), nil, auth.WithWorker(r), auth.WithDecisionCheck(requests.CheckDecision)),
 		Ready:   func(context.Context) error { return nil }})
 	addr, err := srv.Start("127.0.0.1:0")
 	if err != nil {

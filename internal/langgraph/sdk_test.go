@@ -20,29 +20,7 @@ var sdkPackages = []string{"@langchain/langgraph-sdk", "langgraph-sdk-1.9.28"}
 // TestOfficialJSSDK runs testdata/sdk/sdk.test.mjs, once per SDK version,
 // against a real `gatehouse serve` process on a fresh database.
 func TestOfficialJSSDK(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil && os.Getenv("GATEHOUSE_TEST_STRICT") != "" {
-		t.Fatalf("node is not installed (GATEHOUSE_TEST_STRICT is set: .ci/run installs it): %v", err)
-	}
-	if err != nil {
-		t.Skip("node is not installed: this test drives gatehouse with the official LangGraph JS SDK " +
-			"(apt-get install nodejs npm; .ci/run does)")
-	}
-	dir, err := filepath.Abs("testdata/sdk")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@langchain", "langgraph-sdk")); err != nil {
-		npm, lerr := exec.LookPath("npm")
-		if lerr != nil {
-			t.Fatalf("testdata/sdk/node_modules is missing and npm is not installed: run npm ci there")
-		}
-		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund")
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci in testdata/sdk: %v\n%s", err, out)
-		}
-	}
+	node, dir := servetest.Node(t, "testdata/sdk", "@langchain/langgraph-sdk", "the official LangGraph JS SDK")
 	bin := servetest.Build(t, "../../cmd/web")
 	script := filepath.Join(t.TempDir(), "llm.json")
 	// sdd's architect answers too shortly (its task fails); slogan's writer

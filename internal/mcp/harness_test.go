@@ -17,10 +17,12 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/live"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+	"github.com/gatehousehq/gatehouse/internal/requests"
 	"github.com/gatehousehq/gatehouse/internal/runner"
 	"github.com/gatehousehq/gatehouse/internal/web"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
+	"github.com/gatehousehq/gatehouse/internal/workflows/request"
 )
 
 const testToken = "mcp-test-bootstrap-token-7f1e"
@@ -33,6 +35,9 @@ type stack struct {
 	auth  *auth.Service
 	srv   *web.Server
 	base  string // http://host:port
+	// serve starts a server on the stack's database, hub and runner, as a
+	// restarted replica does; it sets srv and base.
+	serve func(t *testing.T)
 }
 
 func setup(t *testing.T) *stack {
@@ -58,7 +63,12 @@ func setup(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := graph.NewEngine(store, []graph.Workflow{fw}, graph.WithSink(hub))
+	rw, err := request.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := auth.NewPolicy(nil, nil)
+	e, err := graph.NewEngine(store, []graph.Workflow{fw, rw}, graph.WithSink(hub), graph.WithRaiseHook(policy.Schedule))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,25 +76,38 @@ func setup(t *testing.T) *stack {
 	hub.OnRunnable(r.WakeFor)
 	r.Start()
 	authSvc := auth.NewService(auth.Config{Store: store, BootstrapToken: testToken})
-	srv := web.New(web.Deps{Engine: e, Store: store, Hub: hub, Wake: r.Wake, Auth: authSvc,
-		Decider: auth.NewDecider(e, store, auth.NewPolicy(nil, nil), nil, auth.WithWorker(r)),
-		Ready:   func(context.Context) error { return nil }})
-	addr, err := srv.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	s := &stack{pool: pool, store: store, auth: authSvc}
+	s.serve = func(t *testing.T) {
+		srv := web.New(web.Deps{Engine: e, Store: store, Hub: hub, Wake: r.Wake, Auth: authSvc,
+			Decider: auth.NewDecider(e, store, policy, nil, auth.WithWorker(r), auth.WithDecisionCheck(requests.CheckDecision)),
+			Ready:   func(context.Context) error { return nil }})
+		addr, err := srv.Start("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.srv, s.base = srv, "http://"+addr.String()
+		t.Cleanup(func() {
+			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer scancel()
+			if err := srv.Shutdown(sctx); err != nil {
+				t.Errorf("shutdown: %v", err)
+			}
+		})
 	}
 	t.Cleanup(func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer scancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
 		r.Stop(sctx)
 		cancel()
 		<-hubDone
 	})
-	return &stack{pool: pool, store: store, auth: authSvc, srv: srv, base: "http://" + addr.String()}
+	s.serve(t)
+	return s
 }
+
+// restart starts another server on the same database (the stack's first
+// one was shut down).
+func (s *stack) restart(t *testing.T) { s.serve(t) }
 
 // token makes an API token of role and returns its secret.
 func (s *stack) token(t *testing.T, name string, role auth.Role) string {
@@ -226,4 +249,21 @@ func sameJSON(t *testing.T, a, b string) bool {
 	ja, _ := json.Marshal(va)
 	jb, _ := json.Marshal(vb)
 	return string(ja) == string(jb)
+}
+
+// page fetches a desk page with a session and returns its HTML.
+func (s *stack) page(t *testing.T, path, session string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, s.base+path, nil)
+	req.AddCookie(&http.Cookie{Name: "gatehouse_session", Value: session})
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+	}
+	return string(b)
 }

@@ -72,6 +72,8 @@ type Problem struct {
 type Deps struct {
 	Auth  Authenticator
 	Tasks Tasks
+	// Requests serves the request tools (SPEC §16's service).
+	Requests Requests
 	// TaskSchema is the JSON Schema of §7's Task (the output of start_task
 	// and get_task), made by the owner of the wire type with SchemaFor.
 	TaskSchema any
@@ -118,6 +120,7 @@ func New(d Deps) *Server {
 			Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}},
 		})
 	s.addTaskTools()
+	s.addRequestTools()
 	stream := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv },
 		&sdk.StreamableHTTPOptions{Stateless: true, Logger: d.Logger})
 	verify := sdkauth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*sdkauth.TokenInfo, error) {

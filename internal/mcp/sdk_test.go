@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,35 +17,13 @@ import (
 )
 
 // sdkTools are the tools `gatehouse serve` offers.
-var sdkTools = []string{"get_task", "list_workflows", "start_task"}
+var sdkTools = []string{"ask_human", "cancel_request", "get_request", "get_task", "list_workflows", "request_approval", "start_task"}
 
 // TestOfficialTypeScriptSDK runs testdata/sdk/sdk.test.mjs (the official
 // MCP TypeScript SDK at the version its lockfile pins) against a real
 // `gatehouse serve` process on a fresh database.
 func TestOfficialTypeScriptSDK(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil && os.Getenv("GATEHOUSE_TEST_STRICT") != "" {
-		t.Fatalf("node is not installed (GATEHOUSE_TEST_STRICT is set: .ci/run installs it): %v", err)
-	}
-	if err != nil {
-		t.Skip("node is not installed: this test drives gatehouse with the official MCP TypeScript SDK " +
-			"(apt-get install nodejs npm; .ci/run does)")
-	}
-	dir, err := filepath.Abs("testdata/sdk")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		npm, lerr := exec.LookPath("npm")
-		if lerr != nil {
-			t.Fatalf("testdata/sdk/node_modules is missing and npm is not installed: run npm ci there")
-		}
-		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund")
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci in testdata/sdk: %v\n%s", err, out)
-		}
-	}
+	node, dir := servetest.Node(t, "testdata/sdk", "@modelcontextprotocol/sdk", "the official MCP TypeScript SDK")
 	bin := servetest.Build(t, "../../cmd/web")
 	dbURL := pgtest.NewDB(t)
 	base := servetest.Serve(t, bin, "DATABASE_URL="+dbURL, "GATEHOUSE_ADDR=127.0.0.1:0",

@@ -106,6 +106,7 @@ func TestTools(t *testing.T) {
 	t.Run("BadArguments", func(t *testing.T) {
 		failed(t, call(t, cs, "start_task", map[string]any{"input": map[string]any{}}), "workflow")
 		failed(t, call(t, cs, "start_task", map[string]any{"workflow": "nope", "input": map[string]any{}}), "workflow", "nope")
+		failed(t, call(t, cs, "start_task", map[string]any{"workflow": "request", "input": map[string]any{}}), "workflow", "request_approval")
 		failed(t, call(t, cs, "start_task", map[string]any{"workflow": "feature", "input": map[string]any{}}), "input")
 		failed(t, call(t, cs, "start_task", map[string]any{"workflow": "feature", "input": "text"}), "input")
 		failed(t, call(t, cs, "get_task", map[string]any{"id": "not-a-uuid"}), "id")

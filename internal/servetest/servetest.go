@@ -86,3 +86,35 @@ func Serve(t *testing.T, bin string, env ...string) string {
 		return ""
 	}
 }
+
+// Node returns the path of node and the absolute path of the npm project
+// dir (relative to the test's package), running npm ci there when
+// node_modules/<pkg> is missing. Without node the test is skipped, or
+// fails under GATEHOUSE_TEST_STRICT (CI installs node); what names the SDK
+// the test drives, for the skip message.
+func Node(t *testing.T, dir, pkg, what string) (node, abs string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil && os.Getenv("GATEHOUSE_TEST_STRICT") != "" {
+		t.Fatalf("node is not installed (GATEHOUSE_TEST_STRICT is set: .ci/run installs it): %v", err)
+	}
+	if err != nil {
+		t.Skipf("node is not installed: this test drives gatehouse with %s (apt-get install nodejs npm; .ci/run does)", what)
+	}
+	abs, err = filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(abs, "node_modules", pkg)); err != nil {
+		npm, lerr := exec.LookPath("npm")
+		if lerr != nil {
+			t.Fatalf("%s/node_modules is missing and npm is not installed: run npm ci there", dir)
+		}
+		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund")
+		cmd.Dir = abs
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
+		}
+	}
+	return node, abs
+}

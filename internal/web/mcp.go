@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/labstack/echo/v4"
@@ -10,13 +11,14 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/mcp"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
+	"github.com/gatehousehq/gatehouse/internal/workflows/request"
 )
 
 // mountMCP serves SPEC §19's MCP server at /mcp. It authenticates its own
 // calls (bearer tokens; each tool checks its role) and reads and writes
 // through the API's code and wire types (mcpTasks, errorOf).
 func (s *Server) mountMCP() {
-	h := echo.WrapHandler(mcp.New(mcp.Deps{Auth: s.auth, Tasks: mcpTasks{s},
+	h := echo.WrapHandler(mcp.New(mcp.Deps{Auth: s.auth, Tasks: mcpTasks{s}, Requests: s.requests,
 		TaskSchema: taskSchema(), Explain: explainProblem, Closing: s.sockets.Closing(),
 		Logger: s.log.With("component", "mcp"), Version: s.version}))
 	s.e.Any(mcp.Path, h)
@@ -39,17 +41,24 @@ type mcpTasks struct{ s *Server }
 
 var _ mcp.Tasks = mcpTasks{}
 
+// Workflows are the workflows an agent may start: all but request, whose
+// tasks request_approval and ask_human make.
 func (m mcpTasks) Workflows() []graph.Description {
 	wfs := m.s.engine.Workflows()
 	out := make([]graph.Description, 0, len(wfs))
 	for _, w := range wfs {
-		out = append(out, w.Describe())
+		if w.Name() != request.Name {
+			out = append(out, w.Describe())
+		}
 	}
 	return out
 }
 
 func (m mcpTasks) StartTask(ctx context.Context, p auth.Principal, in mcp.StartTaskInput) (any, error) {
-	t, err := m.s.startTask(ctx, p, createTaskRequest{Workflow: in.Workflow, Title: in.Title, Input: in.Input, Options: in.Options})
+	if strings.TrimSpace(in.Workflow) == request.Name {
+		return nil, response.BadRequest("workflow", "requests are made with request_approval or ask_human")
+	}
+	t, err := m.s.startTask(ctx, p, createTaskRequest{Workflow: in.Workflow, Title: in.Title, Input: in.Input, Options: in.Options}, mcp.Via)
 	if err != nil {
 		return nil, err
 	}

@@ -39,7 +39,7 @@ func (s *Server) createTask(c echo.Context) error {
 	if err := request.DecodeJSON(c, &req); err != nil {
 		return err
 	}
-	t, err := s.startTask(c.Request().Context(), request.Principal(c), req)
+	t, err := s.startTask(c.Request().Context(), request.Principal(c), req, "")
 	if err != nil {
 		return err
 	}
@@ -48,8 +48,8 @@ func (s *Server) createTask(c echo.Context) error {
 }
 
 // startTask checks and creates a task as p, and wakes the runner: POST
-// /api/v1/tasks and MCP's start_task.
-func (s *Server) startTask(ctx context.Context, p auth.Principal, req createTaskRequest) (*graph.Task, error) {
+// /api/v1/tasks and MCP's start_task (via "mcp": task.created carries it).
+func (s *Server) startTask(ctx context.Context, p auth.Principal, req createTaskRequest, via string) (*graph.Task, error) {
 	req.Workflow = strings.TrimSpace(req.Workflow)
 	if req.Workflow == "" {
 		return nil, response.BadRequest("workflow", "workflow is required")
@@ -71,7 +71,7 @@ func (s *Server) startTask(ctx context.Context, p auth.Principal, req createTask
 		return nil, response.BadRequest("title", "title is not valid UTF-8")
 	}
 	t, err := s.engine.Create(ctx, graph.NewTask{Workflow: req.Workflow, Title: title, Input: req.Input,
-		Options: req.Options, CreatedBy: p.Name})
+		Options: req.Options, CreatedBy: p.Name, Via: via})
 	if err != nil {
 		return nil, err
 	}

@@ -110,5 +110,57 @@ await viewer.close();
 console.log("ok");
 
 async function requests() {
-  // Filled in below: the request tools.
+  step("request_approval: a pending request, made by the agent's token");
+  const asked = result(await agent.callTool({ name: "request_approval", arguments: {
+    kind: "deploy", title: "Deploy v2 to production", payload: { tool: "deploy", args: { env: "prod" } },
+    idempotency_key: "ts-sdk-1" } }));
+  assert.equal(asked.status, "pending");
+  assert.equal(asked.created_by, "token:agent");
+  assert.deepEqual(asked.actions, ["approve", "reject"]);
+  assert.match(asked.url, /\/tasks\//);
+  const again = result(await agent.callTool({ name: "request_approval", arguments: {
+    kind: "deploy", title: "Deploy v2 to production", payload: { tool: "deploy", args: { env: "prod" } },
+    idempotency_key: "ts-sdk-1" } }));
+  assert.equal(again.id, asked.id, "the same idempotency key is the same request");
+
+  step("wait with progress, decide on the API, the wait returns");
+  const progress = [];
+  const waiting = agent.callTool({ name: "get_request", arguments: { id: asked.id, wait_seconds: 40 } }, undefined, {
+    onprogress: (p) => progress.push(p), resetTimeoutOnProgress: true, timeout: 60_000 });
+  await new Promise((r) => setTimeout(r, 6_000));
+  const t0 = Date.now();
+  await api("POST", `/api/v1/tasks/${asked.task_id}/decisions`, { interrupt_id: asked.interrupt_id, action: "approve" });
+  const decided = result(await waiting);
+  assert.ok(Date.now() - t0 < 5_000, "the waiting call returned soon after the decision");
+  assert.equal(decided.status, "approved");
+  assert.equal(decided.decision.action, "approve");
+  assert.equal(decided.decision.by, "bootstrap");
+  assert.ok(progress.length >= 2, `progress notifications while waiting: ${JSON.stringify(progress)}`);
+  assert.ok(progress.every((p) => p.total === 40 && typeof p.message === "string"));
+
+  step("get_request reads it afterwards; the viewer too");
+  assert.equal(result(await agent.callTool({ name: "get_request", arguments: { id: asked.id } })).status, "approved");
+  assert.equal(result(await viewer.callTool({ name: "get_request", arguments: { id: asked.id } })).status, "approved");
+  toolError(await viewer.callTool({ name: "request_approval", arguments: { title: "May I?" } }), "operator");
+
+  step("ask_human: a typed answer");
+  const q = result(await agent.callTool({ name: "ask_human", arguments: { question: "Which region?",
+    response_schema: { type: "object", required: ["region"],
+      properties: { region: { type: "string", enum: ["eu-west-1", "us-east-1"] } } } } }));
+  assert.equal(q.kind, "question");
+  assert.deepEqual(q.actions, ["respond"]);
+  await api("POST", `/api/v1/tasks/${q.task_id}/decisions`, { interrupt_id: q.interrupt_id, action: "respond",
+    value: { region: "eu-west-1" } });
+  const answered = result(await agent.callTool({ name: "get_request", arguments: { id: q.id, wait_seconds: 5 } }));
+  assert.equal(answered.status, "responded");
+  assert.deepEqual(answered.decision.value, { region: "eu-west-1" });
+
+  step("cancel_request; bad arguments name the field");
+  const c = result(await agent.callTool({ name: "request_approval", arguments: { title: "Never mind" } }));
+  assert.equal(result(await agent.callTool({ name: "cancel_request", arguments: { id: c.id } })).status, "cancelled");
+  toolError(await agent.callTool({ name: "request_approval", arguments: {} }), "title");
+  toolError(await agent.callTool({ name: "request_approval", arguments: { title: "x", kind: "Bad Kind" } }), "kind");
+  toolError(await agent.callTool({ name: "request_approval", arguments: { title: "x", wait_seconds: 99 } }), "wait_seconds");
+  toolError(await agent.callTool({ name: "ask_human", arguments: {} }), "question");
+  toolError(await agent.callTool({ name: "get_request", arguments: { id: "nope" } }), "id");
 }
