@@ -58,22 +58,6 @@ func TestRequestTools(t *testing.T) {
 	cs := s.client(t, s.token(t, "agent", auth.RoleOperator), nil)
 	ctx := context.Background()
 
-	t.Run("SevenToolsNoneDecides", func(t *testing.T) {
-		res, err := cs.ListTools(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, tool := range res.Tools {
-			names = append(names, tool.Name)
-		}
-		slices.Sort(names)
-		want := []string{"ask_human", "cancel_request", "get_request", "get_task", "list_workflows", "request_approval", "start_task"}
-		if !slices.Equal(names, want) {
-			t.Fatalf("tools %v, want %v", names, want)
-		}
-	})
-
 	t.Run("RequestDecideGet", func(t *testing.T) {
 		var r reqJSON
 		ok(t, call(t, cs, "request_approval", map[string]any{"title": "Deploy v2 to production",
