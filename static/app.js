@@ -167,6 +167,30 @@
   });
 })();
 
+// A form posted by htmx that is refused with 400 (text that cannot be
+// stored, say) keeps what was typed — htmx does not swap a 400 — and shows
+// the refusal's message in the form, above its buttons.
+(function () {
+  "use strict";
+  document.addEventListener("htmx:responseError", function (e) {
+    var xhr = e.detail && e.detail.xhr, elt = e.detail && e.detail.elt;
+    if (!xhr || xhr.status !== 400 || !elt) return;
+    var form = elt.closest ? (elt.tagName === "FORM" ? elt : elt.closest("form")) : null;
+    if (!form) return;
+    var doc = new DOMParser().parseFromString(xhr.responseText, "text/html");
+    var m = doc.querySelector("[data-error-message]");
+    var box = form.querySelector(".alert[data-refused]");
+    if (!box) {
+      box = document.createElement("div");
+      box.className = "alert";
+      box.setAttribute("role", "alert");
+      box.setAttribute("data-refused", "");
+      form.insertBefore(box, form.firstChild);
+    }
+    box.textContent = m ? m.textContent : "Not recorded: the request was refused (" + xhr.status + ").";
+  });
+})();
+
 // A select marked data-autosubmit submits its form when changed (the fork
 // page's checkpoint picker); its form keeps a button for the same.
 (function () {

@@ -110,7 +110,7 @@ func TestRequestBadInput(t *testing.T) {
 		{"LongDescription", with("description", strings.Repeat("x", 64<<10+1)), "description"},
 		{"PayloadNotObject", with("payload", []int{1}), "payload"},
 		{"PayloadTooBig", with("payload", map[string]string{"x": strings.Repeat("x", 256<<10)}), "payload"},
-		{"PayloadNul", `{"kind":"deploy","title":"t","payload":{"a":"\u0000"}}`, "payload"},
+		{"PayloadNul", `{"kind":"deploy","title":"t","payload":{"a":"\u0000"}}`, "payload.a"},
 		{"EmptyActions", with("actions", []string{}), "actions"},
 		{"UnknownAction", with("actions", []string{"approve", "maybe"}), "actions[1]"},
 		{"TwiceAction", with("actions", []string{"approve", "approve"}), "actions[1]"},

@@ -93,8 +93,16 @@ func (d *desk) page(h echo.HandlerFunc) echo.HandlerFunc {
 // pageErrors adapts a page handler without the origin check: an error
 // becomes an HTML error page with its status. Only for forms that carry
 // their own credential (an action link's token).
+//
+// A posted form with text PostgreSQL cannot store (U+0000, invalid UTF-8)
+// is refused here for every page, 400 naming the field, before the
+// handler runs: nothing changes. A form posted by htmx keeps what was
+// typed (a 400 is not swapped) and app.js shows the message in it.
 func (d *desk) pageErrors(h echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		if err := request.CheckForm(c); err != nil {
+			return d.errorPage(c, err)
+		}
 		err := h(c)
 		if err == nil || c.Response().Committed {
 			return err

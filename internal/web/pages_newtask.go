@@ -356,6 +356,9 @@ func (d *desk) createTaskForm(c echo.Context) error {
 		return response.BadRequest("", "the form could not be read")
 	}
 	form := r.PostForm
+	if err := request.CheckValues(form); err != nil {
+		return err
+	}
 	m, desc, props, err := d.newTaskModel(c, strings.TrimSpace(form.Get("workflow")))
 	if err != nil {
 		return err

@@ -16,10 +16,23 @@ import (
 // DecodeJSON reads the request body, one JSON object, into v: unknown
 // fields, wrong types, trailing data and an empty body are 400s naming what
 // is wrong; a body over the limit is 413.
+//
+// Text that PostgreSQL cannot store — U+0000 (a \u0000 escape) or invalid
+// UTF-8 in any string — is a 400 naming the field (checkJSONText), before
+// anything is decoded into v.
 func DecodeJSON(c echo.Context, v any) error {
 	r := c.Request()
-	dec := json.NewDecoder(r.Body)
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return bodyError(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
+	if json.Valid(body) {
+		if err := checkJSONText(body); err != nil {
+			return err
+		}
+	}
 	if err := dec.Decode(v); err != nil {
 		return bodyError(err)
 	}

@@ -1,0 +1,95 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// TestHostileTextAPI: U+0000 (the JSON escape) or invalid UTF-8 in any
+// string of an API body — a task's title, its input, a decision's
+// feedback — is 400 naming the field; nothing is created or decided.
+// PostgreSQL stores neither: before the check they were 500s.
+func TestHostileTextAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	count := func() int {
+		var n int
+		if err := b.pool.QueryRow(context.Background(), "SELECT count(*) FROM tasks").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := count()
+	for _, c := range []struct{ name, body, field string }{
+		{"NUL in title", `{"workflow":"feature","title":"a\u0000b","input":{"description":"Let users export CSV"}}`, "title"},
+		{"NUL in input", `{"workflow":"feature","input":{"description":"Let users \u0000 export CSV"}}`, "input.description"},
+		{"invalid UTF-8 in input", "{\"workflow\":\"feature\",\"input\":{\"description\":\"Let users \xff\xfe export\"}}", "input.description"},
+		{"NUL in a list", `{"workflow":"feature","input":{"description":"ok","tags":["x","\u0000"]}}`, "input.tags[1]"},
+	} {
+		r := b.do(t, http.MethodPost, "/api/v1/tasks", c.body)
+		if r.status != http.StatusBadRequest {
+			t.Errorf("%s: %d %s, want 400", c.name, r.status, r.body)
+			continue
+		}
+		if e := r.apiErr(t); e.Field != c.field || !strings.Contains(e.Message, c.field) {
+			t.Errorf("%s: error %+v, want the field %s named", c.name, e, c.field)
+		}
+	}
+	if n := count(); n != before {
+		t.Errorf("%d tasks created by refused requests", n-before)
+	}
+	// A decision's feedback.
+	task := b.waitingTask(t)
+	fp := b.fingerprint(t)
+	r := b.do(t, http.MethodPost, "/api/v1/tasks/"+task.ID+"/decisions",
+		`{"interrupt_id":"`+task.PendingInterrupt.ID+`","action":"reject","feedback":"no\u0000pe"}`)
+	if r.status != http.StatusBadRequest || r.apiErr(t).Field != "feedback" {
+		t.Errorf("feedback with NUL: %d %s", r.status, r.body)
+	}
+	if got := b.fingerprint(t); got != fp {
+		t.Errorf("a refused decision changed the database: %s → %s", fp, got)
+	}
+}
+
+// TestHostileTextDesk: a desk form with U+0000 or invalid UTF-8 in a
+// field (the new-task form, a decision's feedback) is 400 naming the
+// field, and changes nothing.
+func TestHostileTextDesk(t *testing.T) {
+	t.Parallel()
+	e := newDeskEnv(t)
+	count := func(q string, args ...any) int {
+		var n int
+		if err := e.pool.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := count("SELECT count(*) FROM tasks")
+	for _, c := range []struct{ name, field, value string }{
+		{"NUL in title", "title", "CSV\x00export"},
+		{"invalid UTF-8 in the description", "input.description", "Let users \xff export"},
+	} {
+		form := url.Values{"workflow": {"feature"}, "title": {"CSV export"}, "input.description": {"Let users export CSV"}}
+		form.Set(c.field, c.value)
+		status, _, body := e.postForm(t, "/tasks/new", form, false, "")
+		if status != http.StatusBadRequest || !strings.Contains(body, c.field) {
+			t.Errorf("%s: %d, want 400 naming %s\n%s", c.name, status, c.field, body)
+		}
+	}
+	if n := count("SELECT count(*) FROM tasks"); n != before {
+		t.Errorf("%d tasks created by refused forms", n-before)
+	}
+	id := e.createFeature("Hostile feedback")
+	itr := e.waitPending(id, "prd")
+	status, _, body := e.postForm(t, "/tasks/"+id+"/decide", url.Values{"interrupt_id": {itr.ID}, "action": {"reject"},
+		"feedback": {"no\x00pe"}}, true, "")
+	if status != http.StatusBadRequest || !strings.Contains(body, "feedback") {
+		t.Errorf("feedback with NUL: %d\n%s", status, body)
+	}
+	if n := count("SELECT count(*) FROM decisions WHERE task_id = $1", id); n != 0 {
+		t.Errorf("%d decisions recorded by a refused form", n)
+	}
+}
