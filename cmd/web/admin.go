@@ -87,7 +87,7 @@ func authService(ctx context.Context, getenv func(string) string) (*auth.Service
 	if err != nil {
 		return nil, nil, err
 	}
-	pool, err := openMigrated(ctx, cfg.DatabaseURL, 2, "run")
+	pool, err := postgres.OpenMigrated(ctx, cfg.DatabaseURL, 2, "run")
 	if err != nil {
 		return nil, nil, err
 	}

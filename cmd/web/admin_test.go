@@ -98,7 +98,7 @@ func TestUsersCommands(t *testing.T) {
 
 func mustPool(t *testing.T, url string) *pgxpool.Pool {
 	t.Helper()
-	p, err := openPool(context.Background(), url, 2)
+	p, err := postgres.Open(context.Background(), url, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,24 +4,21 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"text/tabwriter"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatehousehq/gatehouse/internal/config"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/workflows/builtin"
 )
 
 // version is set at build time (-ldflags "-X main.version=…").
@@ -177,57 +174,10 @@ func loadConfig(getenv func(string) string) (config.Config, error) {
 	if cfg.DatabaseURL == "" {
 		return cfg, usageError{"DATABASE_URL is not set (make run starts a private PostgreSQL and sets it)"}
 	}
+	if _, err := pgxpool.ParseConfig(cfg.DatabaseURL); err != nil {
+		return cfg, usageError{"DATABASE_URL: " + err.Error()}
+	}
 	return cfg, nil
-}
-
-func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(cfg.LogLevel))
-	opts := &slog.HandlerOptions{Level: level}
-	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
-}
-
-// openMigrated is openPool for a command that works on the data: it
-// applies pending migrations first, and refuses (saying so, as "refusing to
-// <verb>") a database whose schema is newer than this binary.
-func openMigrated(ctx context.Context, url string, maxConns int, verb string) (*pgxpool.Pool, error) {
-	pool, err := openPool(ctx, url, maxConns)
-	if err != nil {
-		return nil, err
-	}
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		pool.Close()
-		if errors.Is(err, postgres.ErrSchemaTooNew) {
-			return nil, fmt.Errorf("refusing to %s: %w; run a newer gatehouse", verb, err)
-		}
-		return nil, err
-	}
-	return pool, nil
-}
-
-func openPool(ctx context.Context, url string, maxConns int) (*pgxpool.Pool, error) {
-	pc, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return nil, usageError{"DATABASE_URL: " + err.Error()}
-	}
-	if maxConns > 0 {
-		pc.MaxConns = int32(maxConns)
-	}
-	postgres.ConfigurePool(pc)
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	if err != nil {
-		return nil, fmt.Errorf("connect to the database: %w", err)
-	}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := pool.Ping(pctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("connect to the database: %w", err)
-	}
-	return pool, nil
 }
 
 func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -248,7 +198,7 @@ func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	pool, err := openPool(ctx, cfg.DatabaseURL, 2)
+	pool, err := postgres.Open(ctx, cfg.DatabaseURL, 2)
 	if err != nil {
 		return err
 	}
@@ -275,10 +225,12 @@ func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	return tw.Flush()
 }
 
-// replicaName names this process in task leases.
-func replicaName() string {
-	host, _ := os.Hostname()
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+// settingError is err as a usage error (exit 2, one line) when it is a
+// setting that cannot work.
+func settingError(err error) error {
+	var se *builtin.SettingError
+	if errors.As(err, &se) {
+		return usageError{se.Error()}
+	}
+	return err
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/config"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+	"github.com/gatehousehq/gatehouse/internal/workflows/builtin"
 )
 
 // stateBlobsVersion is the migration that moved large state fields out of
@@ -250,11 +251,11 @@ func (r *migrationRig) appliedVersion(t *testing.T) int64 {
 // scriptedWorkflows are the product's workflows on the scripted LLM.
 func scriptedWorkflows(t *testing.T) []graph.Workflow {
 	t.Helper()
-	p, err := newProvider(config.LLM{Provider: "scripted"}, nil)
+	p, err := builtin.Provider(config.LLM{Provider: "scripted"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wfs, err := buildWorkflows(p, config.LLM{})
+	wfs, err := builtin.Workflows(p, config.LLM{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
-	"slices"
 	"strings"
 
-	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/config"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/preflight"
 )
 
 const policySynopsis = `policy show
@@ -38,12 +36,12 @@ func cmdPolicy(ctx context.Context, args []string, getenv func(string) string, s
 	fmt.Fprintf(stdout, "# effective approval policy, from %s\n", p.Source())
 	fmt.Fprint(stdout, p.YAML())
 	if cfg.DatabaseURL != "" {
-		pool, err := openPool(ctx, cfg.DatabaseURL, 1)
+		pool, err := postgres.Open(ctx, cfg.DatabaseURL, 1)
 		if err != nil {
 			return err
 		}
 		defer pool.Close()
-		missing, err := missingPolicyUsers(ctx, postgres.NewStore(pool), p)
+		missing, err := preflight.MissingPolicyUsers(ctx, postgres.NewStore(pool), p)
 		if err != nil {
 			return err
 		}
@@ -52,39 +50,4 @@ func cmdPolicy(ctx context.Context, args []string, getenv func(string) string, s
 		}
 	}
 	return nil
-}
-
-// missingPolicyUsers lists the users the policy names that the database
-// does not have (a warning, not an error: SPEC §11).
-func missingPolicyUsers(ctx context.Context, store *postgres.Store, p auth.Policy) ([]string, error) {
-	named := p.NamedUsers()
-	if len(named) == 0 {
-		return nil, nil
-	}
-	users, err := store.Users(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var missing []string
-	for _, n := range named {
-		if strings.HasPrefix(n, "token:") {
-			continue
-		}
-		if !slices.ContainsFunc(users, func(u auth.User) bool { return u.Username == n }) {
-			missing = append(missing, n)
-		}
-	}
-	return missing, nil
-}
-
-// warnPolicyUsers logs the users the policy names who do not exist yet.
-func warnPolicyUsers(ctx context.Context, store *postgres.Store, p auth.Policy, log *slog.Logger) {
-	missing, err := missingPolicyUsers(ctx, store, p)
-	if err != nil {
-		log.Warn("checking the policy's users", "error", err)
-		return
-	}
-	for _, u := range missing {
-		log.Warn("the approval policy names a user who does not exist yet", "user", u)
-	}
 }

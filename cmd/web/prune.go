@@ -64,7 +64,7 @@ func cmdPrune(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	pool, err := openMigrated(ctx, cfg.DatabaseURL, 2, "run")
+	pool, err := postgres.OpenMigrated(ctx, cfg.DatabaseURL, 2, "run")
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +21,7 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+	"github.com/gatehousehq/gatehouse/internal/workflows/builtin"
 )
 
 // runBundle runs `gatehouse run` in-process against a fresh database.
@@ -271,11 +271,11 @@ func TestRunSeveralApprovals(t *testing.T) {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	provider, err := newProvider(cfg.LLM, quiet)
+	provider, err := builtin.Provider(cfg.LLM, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	workflows, err := buildWorkflows(provider, cfg.LLM)
+	workflows, err := builtin.Workflows(provider, cfg.LLM)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestRunSeveralApprovals(t *testing.T) {
 		t.Fatal(err)
 	}
 	bob := auth.Principal{Name: "bob", Role: auth.RoleApprover, Kind: auth.KindUser}
-	res, err := newDecider(cfg, engine, store, nil, quiet).Decide(ctx, bob, id,
+	res, err := auth.NewDecider(engine, store, cfg.Auth.Policy, quiet).Decide(ctx, bob, id,
 		graph.DecisionInput{InterruptID: iid, Action: graph.ActionApprove})
 	if err != nil || res.Pending() || strings.Join(res.Approvers, ",") != "cli:ann,bob" {
 		t.Fatalf("second approval: %+v, %v", res, err)
@@ -440,17 +440,6 @@ func TestRunUsage(t *testing.T) {
 			t.Errorf("gatehouse --help does not list run:\n%s", stdout.String())
 		}
 	})
-}
-
-// TestRenderResult: long texts print as blocks, the rest as JSON.
-func TestRenderResult(t *testing.T) {
-	t.Parallel()
-	raw, _ := json.Marshal(map[string]any{"final_analysis": "# Analysis\n\nUse a queue.", "turn_count": 2, "approved": true})
-	got := renderResult(raw)
-	want := "result:\n  approved: true\n  final_analysis:\n    # Analysis\n\n    Use a queue.\n  turn_count: 2\n"
-	if got != want {
-		t.Errorf("got\n%q\nwant\n%q", got, want)
-	}
 }
 
 // TestRunOllamaModelMissing: LLM_PROVIDER=ollama reaches the server; a

@@ -15,6 +15,8 @@ import (
 	"github.com/gatehousehq/gatehouse/graph/graphtest"
 	"github.com/gatehousehq/gatehouse/internal/config"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/preflight"
+	"github.com/gatehousehq/gatehouse/internal/workflows/builtin"
 )
 
 // TestCheckDefinitions: a waiting task of one definition of "review" is
@@ -37,10 +39,10 @@ func TestCheckDefinitions(t *testing.T) {
 	if out, err := v1.Run(ctx, task.ID, 0); err != nil || out.Status != graph.StatusWaiting {
 		t.Fatalf("run: %+v %v", out, err)
 	}
-	if found, err := checkDefinitions(ctx, store, []graph.Workflow{graphtest.Review(1)}); err != nil || len(found) != 0 {
+	if found, err := preflight.Definitions(ctx, store, []graph.Workflow{graphtest.Review(1)}); err != nil || len(found) != 0 {
 		t.Fatalf("under its own definition: %+v %v", found, err)
 	}
-	found, err := checkDefinitions(ctx, store, []graph.Workflow{graphtest.Review(2)})
+	found, err := preflight.Definitions(ctx, store, []graph.Workflow{graphtest.Review(2)})
 	var ng *graph.NodeGoneError
 	if err != nil || len(found) != 1 || found[0].Task.ID != task.ID || !errors.As(found[0].Problem, &ng) || ng.Node != "review" {
 		t.Fatalf("under the changed definition: %+v %v", found, err)
@@ -61,11 +63,11 @@ func TestTasksCheckCommand(t *testing.T) {
 	d := newDB(t)
 	ctx := context.Background()
 	store := postgres.NewStore(d.pool)
-	provider, err := newProvider(config.LLM{Provider: "scripted"}, slog.New(slog.DiscardHandler))
+	provider, err := builtin.Provider(config.LLM{Provider: "scripted"}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	workflows, err := buildWorkflows(provider, config.LLM{})
+	workflows, err := builtin.Workflows(provider, config.LLM{})
 	if err != nil {
 		t.Fatal(err)
 	}

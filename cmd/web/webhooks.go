@@ -84,7 +84,7 @@ func cmdWebhooks(ctx context.Context, args []string, getenv func(string) string,
 			return usageError{"URL: " + err.Error()}
 		}
 	}
-	pool, err := openMigrated(ctx, cfg.DatabaseURL, 2, "run")
+	pool, err := postgres.OpenMigrated(ctx, cfg.DatabaseURL, 2, "run")
 	if err != nil {
 		return err
 	}
