@@ -1,14 +1,14 @@
 package main
 
 // gatehouse prune: retention of the checkpoint history, from the terminal;
-// gatehouse serve does the same hourly with GATEHOUSE_HISTORY_RETENTION.
+// gatehouse serve does the same hourly with GATEHOUSE_HISTORY_RETENTION
+// (internal/maintenance).
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"time"
 
 	"github.com/gatehousehq/gatehouse/internal/postgres"
@@ -89,83 +89,4 @@ func cmdPrune(ctx context.Context, args []string, getenv func(string) string, st
 		fmt.Fprintf(stdout, "deleted %d checkpoint_history rows of %d tasks that ended before %s\n", out.Rows, out.Tasks, ended)
 	}
 	return nil
-}
-
-// pruneEvery is how often serve prunes the checkpoint history.
-const pruneEvery = time.Hour
-
-// pruneOverlap: a run looks again at the tasks that ended this long before
-// the previous run's cutoff, for a task whose ending committed late.
-const pruneOverlap = time.Hour
-
-// pruneHistory prunes the checkpoint history of tasks that ended longer
-// ago than retention, at once and then hourly, until ctx ends. The first
-// run looks at every task that ended; a later one at those that ended
-// since the last run that completed. Replicas take turns (one prune at a
-// time per database).
-func pruneHistory(ctx context.Context, store *postgres.Store, retention time.Duration, log *slog.Logger) {
-	t := time.NewTicker(pruneEvery)
-	defer t.Stop()
-	var since time.Time
-	for {
-		start := time.Now()
-		before := start.Add(-retention)
-		out, err := store.PruneHistory(ctx, postgres.HistoryPrune{Since: since, Before: before, Actor: "retention"})
-		if err == nil {
-			since = before.Add(-pruneOverlap)
-		}
-		switch {
-		case errors.Is(err, postgres.ErrPruneBusy):
-			log.Debug("checkpoint history: another replica is pruning it")
-		case err != nil && ctx.Err() == nil:
-			log.Warn("pruning checkpoint history", "error", err, "rows", out.Rows, "tasks", out.Tasks)
-		case err != nil:
-			// Stopped by shutdown; what was deleted stays deleted.
-			log.Info("pruning checkpoint history stopped by shutdown", "rows", out.Rows, "tasks", out.Tasks)
-		case out.Rows > 0:
-			log.Info("pruned checkpoint history", "rows", out.Rows, "tasks", out.Tasks,
-				"ended_before", before.UTC().Format(time.RFC3339), "took", time.Since(start).Round(time.Millisecond))
-		default:
-			log.Debug("checkpoint history: nothing to prune", "ended_before", before.UTC().Format(time.RFC3339))
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// pruneNotifications deletes the notification rows whose work is over —
-// deliveries delivered or failed, with their attempts, and action links
-// used or expired — once they are older than retention, at once and then
-// hourly, until ctx ends. Pending deliveries stay whatever their age.
-// Replicas take turns (one prune at a time per database).
-func pruneNotifications(ctx context.Context, store *postgres.Store, retention time.Duration, log *slog.Logger) {
-	t := time.NewTicker(pruneEvery)
-	defer t.Stop()
-	for {
-		start := time.Now()
-		before := start.Add(-retention)
-		out, err := store.PruneNotifications(ctx, postgres.NotificationPrune{Before: before})
-		attrs := []any{"deliveries", out.Deliveries, "attempts", out.Attempts, "action_links", out.Links}
-		switch {
-		case errors.Is(err, postgres.ErrOutboxPruneBusy):
-			log.Debug("notification rows: another replica is pruning them")
-		case err != nil && ctx.Err() == nil:
-			log.Warn("pruning notification rows", append(attrs, "error", err)...)
-		case err != nil:
-			log.Info("pruning notification rows stopped by shutdown", attrs...)
-		case out.Deliveries+out.Links > 0:
-			log.Info("pruned notification rows", append(attrs, "older_than", before.UTC().Format(time.RFC3339),
-				"took", time.Since(start).Round(time.Millisecond))...)
-		default:
-			log.Debug("notification rows: nothing to prune", "older_than", before.UTC().Format(time.RFC3339))
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }

@@ -58,9 +58,6 @@ func New(c Config) *Service {
 	return &Service{name: c.Name, every: c.Every, runAtStart: c.RunAtStart, chore: c.Run, log: log}
 }
 
-// Name is the chore's name.
-func (s *Service) Name() string { return s.name }
-
 // Start runs the chore in its own goroutine until Stop is called or ctx
 // ends. Starting a started service does nothing.
 func (s *Service) Start(ctx context.Context) {
