@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -223,7 +224,8 @@ func (h *Hub) listen(ctx context.Context) error {
 		close(h.readyCh)
 	}
 	wake, outbox := h.wake, h.outbox
-	others := h.others
+	// A copy: OnNotify may add a channel's callback while this runs.
+	others := maps.Clone(h.others)
 	h.mu.Unlock()
 	// Anything announced while we were not listening is missed: let the
 	// workers and senders look for work.
