@@ -10,11 +10,11 @@ import (
 
 // DecisionInput is a human's decision as submitted.
 type DecisionInput struct {
-	InterruptID string
-	Action      string
-	Feedback    string
-	Value       json.RawMessage
-	DecidedBy   string
+	InterruptID string          // the pending interrupt decided (required)
+	Action      string          // ActionApprove, ActionReject, ActionEdit or ActionRespond
+	Feedback    string          // why, for a rejection (required there)
+	Value       json.RawMessage // the edited artifact (a JSON string) for edit, the answer for respond
+	DecidedBy   string          // the principal deciding, for the audit trail
 	// PayloadSHA256, when set, is the hash of the payload the decider saw:
 	// a different one than the interrupt's refuses the decision
 	// (*ConflictError).

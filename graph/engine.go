@@ -19,7 +19,9 @@ import (
 // Workflow is a compiled graph of any state type, as the engine and the
 // runner see it. Only *Graph[S] implements it.
 type Workflow interface {
+	// Name is the workflow's name, unique among an engine's workflows.
 	Name() string
+	// Describe reports the graph as data: nodes, edges, gates, schemas.
 	Describe() Description
 	// Version is the definition version (version.go).
 	Version() string
@@ -37,7 +39,7 @@ var _ Workflow = (*Graph[struct{}])(nil)
 
 // Outcome is where a Run left the task.
 type Outcome struct {
-	Status TaskStatus
+	Status TaskStatus // the task's status after the run
 	// Interrupt is the interrupt the task waits on (Status waiting).
 	Interrupt *Interrupt
 	// Error is the failure recorded on the task (Status failed).
@@ -120,12 +122,12 @@ func (e *Engine) Workflows() []Workflow {
 
 // NewTask is a request to start a task.
 type NewTask struct {
-	ID        string // optional; a fresh uuid when empty
-	Workflow  string
-	Title     string
-	Input     json.RawMessage
-	Options   json.RawMessage
-	CreatedBy string
+	ID        string          // optional; a fresh uuid when empty
+	Workflow  string          // the workflow's name
+	Title     string          // shown in the desk; "" titles it from the input (DefaultTitle)
+	Input     json.RawMessage // a JSON object, read by the workflow's Init
+	Options   json.RawMessage // a JSON object: "gates", "deadlines" and the workflow's own keys
+	CreatedBy string          // the principal creating it, for the audit trail
 	// Via, when set, is the channel the task was created through ("api",
 	// "mcp"), carried by task.created as data.via.
 	Via string

@@ -20,14 +20,15 @@ var (
 
 // ConflictError refuses a decision on an interrupt that is not pending.
 type ConflictError struct {
-	InterruptID string
-	Status      string
+	InterruptID string // the interrupt decided
+	Status      string // its status (resolved, cancelled, expired, or pending when claimed)
 	// Holder, when set, is who holds the pending interrupt's claim.
 	Holder string
 	// Reason, when set, replaces the default message.
 	Reason string
 }
 
+// Error says what was refused or went wrong, for people.
 func (e *ConflictError) Error() string {
 	switch {
 	case e.Reason != "":
@@ -47,16 +48,18 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 // who does not hold it (HTTP 403).
 type ClaimHolderError struct{ InterruptID, Holder string }
 
+// Error says what was refused or went wrong, for people.
 func (e *ClaimHolderError) Error() string {
 	return fmt.Sprintf("interrupt %s is claimed by %s: only they or an admin may release it", e.InterruptID, e.Holder)
 }
 
 // ValidationError names the field of bad input.
 type ValidationError struct {
-	Field   string
-	Message string
+	Field   string // the field, dotted ("input.order_id")
+	Message string // what is wrong with it, for people
 }
 
+// Error says what was refused or went wrong, for people.
 func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
 
 // Is makes errors.Is(err, ErrInvalid) true.
@@ -65,6 +68,7 @@ func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
 // UnknownWorkflowError names a workflow no graph is registered for.
 type UnknownWorkflowError struct{ Name string }
 
+// Error says what was refused or went wrong, for people.
 func (e *UnknownWorkflowError) Error() string { return fmt.Sprintf("unknown workflow %q", e.Name) }
 
 // Is makes errors.Is(err, ErrUnknownWorkflow) true.
@@ -72,10 +76,11 @@ func (e *UnknownWorkflowError) Is(target error) bool { return target == ErrUnkno
 
 // WrongTaskError is a decision naming an interrupt of another task.
 type WrongTaskError struct {
-	InterruptID string
-	TaskID      string
+	InterruptID string // the interrupt named
+	TaskID      string // the task it was named with
 }
 
+// Error says what was refused or went wrong, for people.
 func (e *WrongTaskError) Error() string {
 	return fmt.Sprintf("interrupt %s does not belong to task %s", e.InterruptID, e.TaskID)
 }
@@ -86,10 +91,11 @@ func (e *WrongTaskError) Is(target error) bool { return target == ErrInterruptNo
 
 // StateError is stored data that cannot be read back (malformed state JSON).
 type StateError struct {
-	TaskID string
-	Err    error
+	TaskID string // the task whose stored data it is
+	Err    error  // the underlying error
 }
 
+// Error says what was refused or went wrong, for people.
 func (e *StateError) Error() string {
 	var ng *NodeGoneError
 	if errors.As(e.Err, &ng) {
@@ -98,15 +104,17 @@ func (e *StateError) Error() string {
 	return fmt.Sprintf("task %s: stored state is unreadable: %v", e.TaskID, e.Err)
 }
 
+// Unwrap returns the underlying error.
 func (e *StateError) Unwrap() error { return e.Err }
 
 // RouteError is a router returning a node it did not declare.
 type RouteError struct {
-	From     string
-	Returned string
-	Declared []string
+	From     string   // the node whose router it is
+	Returned string   // what the router returned
+	Declared []string // the targets the route declared
 }
 
+// Error says what was refused or went wrong, for people.
 func (e *RouteError) Error() string {
 	return fmt.Sprintf("router of node %q returned undeclared node %q (declared: %v)", e.From, e.Returned, e.Declared)
 }

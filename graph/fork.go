@@ -16,23 +16,24 @@ import (
 type ForkRequest struct {
 	// TaskID and Step name the source checkpoint.
 	TaskID string
-	Step   int
+	Step   int // the checkpoint of the source task to start from
 	// Patch is a JSON merge patch (RFC 7386) of the checkpoint's state;
 	// empty or null: the state as it was.
 	Patch     json.RawMessage
-	Title     string
-	CreatedBy string
+	Title     string // the fork's title; "" keeps the source's
+	CreatedBy string // the principal forking, for the audit trail
 }
 
 // TaskStatusError refuses an action on a task in a status that does not
 // allow it (a fork of a running task, a cancel of an ended one, a retry of
 // one that did not fail): HTTP 409.
 type TaskStatusError struct {
-	TaskID string
-	Status TaskStatus
-	Action string
+	TaskID string     // the task
+	Status TaskStatus // its status
+	Action string     // what was refused (decide, retry, fork, …)
 }
 
+// Error says what was refused or went wrong, for people.
 func (e *TaskStatusError) Error() string {
 	return fmt.Sprintf("task %s is %s: cannot %s it now", e.TaskID, e.Status, e.Action)
 }

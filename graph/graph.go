@@ -58,8 +58,8 @@ type RetryPolicy struct {
 	// Backoff is the wait before the second try; it doubles each time up to
 	// MaxBackoff, with up to Jitter (0–1) of it randomised away.
 	Backoff    time.Duration
-	MaxBackoff time.Duration
-	Jitter     float64
+	MaxBackoff time.Duration // the longest wait between tries (0: no bound)
+	Jitter     float64       // the part of each wait (0–1) randomised away
 	// Transient reports whether an error is worth retrying. When nil, every
 	// error not marked Permanent is.
 	Transient func(error) bool
@@ -359,39 +359,39 @@ func (g *Graph[S]) next(from string, s S) (string, error) {
 
 // NodeInfo describes one node for the UI and the API.
 type NodeInfo struct {
-	Name        string `json:"name"`
-	Description string `json:"description,omitempty"`
-	Gated       bool   `json:"gated"`
+	Name        string `json:"name"`                  // the node's name
+	Description string `json:"description,omitempty"` // what it does (WithDescription)
+	Gated       bool   `json:"gated"`                 // whether a gate follows its runs
 }
 
 // EdgeInfo describes one edge; Condition is empty for plain edges.
 type EdgeInfo struct {
-	From      string `json:"from"`
-	To        string `json:"to"`
-	Condition string `json:"condition,omitempty"`
+	From      string `json:"from"`                // the node the edge leaves
+	To        string `json:"to"`                  // the node it leads to, or END
+	Condition string `json:"condition,omitempty"` // the route's label, "rejected" for a gate's RejectTo; "" for a plain edge
 }
 
 // GateInfo describes one gate.
 type GateInfo struct {
-	Node   string `json:"node"`
-	Kind   string `json:"kind"`
-	Option string `json:"option"`
+	Node   string `json:"node"`   // the gated node
+	Kind   string `json:"kind"`   // the interrupt kind it raises
+	Option string `json:"option"` // the task option that passes it
 }
 
 // Description is a workflow as data.
 type Description struct {
-	Name        string          `json:"name"`
-	Title       string          `json:"title"`
-	Description string          `json:"description"`
-	Entry       string          `json:"entry"`
-	Nodes       []NodeInfo      `json:"nodes"`
-	Edges       []EdgeInfo      `json:"edges"`
-	Gates       []GateInfo      `json:"gates"`
-	InputSchema json.RawMessage `json:"input_schema"`
+	Name        string          `json:"name"`         // the workflow's name
+	Title       string          `json:"title"`        // its title (Builder.Describe; default the name)
+	Description string          `json:"description"`  // what it does, for people
+	Entry       string          `json:"entry"`        // the first node
+	Nodes       []NodeInfo      `json:"nodes"`        // its nodes in declaration order
+	Edges       []EdgeInfo      `json:"edges"`        // its plain, routed and rejection edges
+	Gates       []GateInfo      `json:"gates"`        // its gated nodes
+	InputSchema json.RawMessage `json:"input_schema"` // the JSON Schema of the input, if declared
 	// OptionsSchema is the task options' JSON Schema, when the workflow
 	// declares one.
 	OptionsSchema json.RawMessage `json:"options_schema,omitempty"`
-	Mermaid       string          `json:"mermaid"`
+	Mermaid       string          `json:"mermaid"` // the graph as a Mermaid flowchart
 	// Deliverable is the artifact a finished task makes for people
 	// (Builder.Deliverable), "" for none. Kinds are the interrupt kinds
 	// the workflow raises: its gates' and those declared with
@@ -489,7 +489,7 @@ type Options struct {
 	// Deadlines are the task's own deadlines per interrupt kind (options
 	// "deadlines": {"prd": "4h"}), replacing the policy's (SPEC §11).
 	Deadlines map[string]time.Duration
-	Raw       json.RawMessage
+	Raw       json.RawMessage // the whole options object, for the workflow's own keys
 }
 
 // ParseOptions reads a task's options object.

@@ -15,9 +15,9 @@ var ErrInterrupted = errors.New("node interrupted: waiting for an answer")
 type Question struct {
 	// Kind is the interrupt kind (default "question").
 	Kind     string
-	Title    string
-	Text     string
-	Artifact *ArtifactRef
+	Title    string       // the interrupt's title (default "Question from <node>")
+	Text     string       // the question, for people
+	Artifact *ArtifactRef // a document to show with it, if any
 	// Actions offered (default: respond).
 	Actions []string
 }
@@ -25,14 +25,14 @@ type Question struct {
 // NodeRun is one execution of a node: its identity, and the way to ask
 // questions and record artifacts and events.
 type NodeRun struct {
-	TaskID    string
-	Workflow  string
-	Node      string
-	Iteration int
-	Phase     string
-	Attempt   int
-	Input     json.RawMessage
-	Options   Options
+	TaskID    string          // the task's id
+	Workflow  string          // the workflow's name
+	Node      string          // the node's name
+	Iteration int             // 1 for the node's first run in the task, then 2, 3, … (a rejection, a loop)
+	Phase     string          // Phase(Node, Iteration): "write", "write:2", …
+	Attempt   int             // the try of this run, from 1 (WithRetry)
+	Input     json.RawMessage // the task's input
+	Options   Options         // the task's options
 
 	now       func() time.Time
 	answers   []Answer

@@ -1,10 +1,3 @@
-// Package graph is Gatehouse's workflow engine: typed state graphs with
-// plain and conditional edges, cycles, gated nodes, in-node questions,
-// per-node retries and timeouts, and one durable checkpoint per node run.
-//
-// The engine knows no SQL and no HTTP. It persists through the Checkpointer
-// interface: MemoryCheckpointer serves tests, internal/postgres serves
-// production.
 package graph
 
 import (
@@ -87,19 +80,19 @@ const (
 
 // Task is one durable execution of a workflow.
 type Task struct {
-	ID          string
-	Workflow    string
-	Title       string
-	Input       json.RawMessage
-	Options     json.RawMessage
-	Status      TaskStatus
-	CurrentNode string
-	Result      json.RawMessage
-	Error       string
-	CreatedBy   string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
-	CompletedAt *time.Time
+	ID          string          // a uuid
+	Workflow    string          // the workflow's name
+	Title       string          // shown in the desk
+	Input       json.RawMessage // the input it was created with (a JSON object)
+	Options     json.RawMessage // its options (a JSON object)
+	Status      TaskStatus      // where it is in its life
+	CurrentNode string          // the node it runs or waits at
+	Result      json.RawMessage // a succeeded task's result (Builder.Result)
+	Error       string          // a failed task's error
+	CreatedBy   string          // the principal who created it
+	CreatedAt   time.Time       // when it was created
+	UpdatedAt   time.Time       // when its row last changed
+	CompletedAt *time.Time      // when it ended, if it has
 	// Fence is the lease fencing counter a writer must present.
 	Fence int64
 	// DefinitionVersion is the version of the workflow's definition the
@@ -113,18 +106,18 @@ type Task struct {
 
 // ForkRef is a checkpoint of a task: where a fork started.
 type ForkRef struct {
-	TaskID string
-	Step   int
+	TaskID string // the source task
+	Step   int    // its checkpoint the fork started from
 }
 
 // Checkpoint is the persisted position of a task after a node run (or a
 // start, an interrupt, a decision): enough to resume it in a fresh process.
 type Checkpoint struct {
-	TaskID   string
-	Step     int
-	LastNode string
-	NextNode string
-	State    json.RawMessage
+	TaskID   string          // the task
+	Step     int             // 0 for the first, one more per checkpoint
+	LastNode string          // the node that ran last ("" before any)
+	NextNode string          // the node to run next, or END
+	State    json.RawMessage // the state as JSON (without Fields)
 	// Fields, when not empty, are top-level members of the state kept
 	// apart from State, which then holds the other members only (FullState
 	// joins them). Only a FieldCheckpointer gives or is given checkpoints
@@ -137,7 +130,7 @@ type Checkpoint struct {
 	Answers []Answer
 	// PendingInterrupt is the id of the interrupt the task waits on, if any.
 	PendingInterrupt string
-	UpdatedAt        time.Time
+	UpdatedAt        time.Time // when it was written
 }
 
 // StateField is a large top-level member of a state that travels beside
@@ -157,71 +150,71 @@ func (cp *Checkpoint) FullState() (json.RawMessage, error) {
 
 // Answer is a human's answer to one question within a node run.
 type Answer struct {
-	Action string `json:"action"`
-	Text   string `json:"text"`
+	Action string `json:"action"` // ActionRespond, or the action taken on a question that offers others
+	Text   string `json:"text"`   // the answer
 }
 
 // Event is one entry of a task's timeline. Seq is assigned by the
 // Checkpointer when the event is committed.
 type Event struct {
-	Seq        int64
-	TaskID     string
-	Type       string
-	Node       string
-	Iteration  int
-	Phase      string
-	At         time.Time
-	DurationMS *int64
-	Data       json.RawMessage
+	Seq        int64           // 1, 2, … per task, assigned at commit
+	TaskID     string          // the task
+	Type       string          // EventTaskCreated, EventNodeStarted, … or a node's own
+	Node       string          // the node it concerns, if any
+	Iteration  int             // that node run's iteration
+	Phase      string          // Phase(Node, Iteration)
+	At         time.Time       // when it happened
+	DurationMS *int64          // a node run's duration, on node.completed
+	Data       json.RawMessage // a JSON object of the type's details
 }
 
 // Artifact is a named document a node run produced. Version is assigned by
 // the Checkpointer (1, 2, … per task and name).
 type Artifact struct {
-	Name        string
-	Version     int
-	Node        string
-	Iteration   int
-	ContentType string
-	Content     string
-	CreatedAt   time.Time
+	Name        string    // its name ("spec.yaml"); the same name makes a new version
+	Version     int       // 1, 2, … per task and name
+	Node        string    // the node that produced it
+	Iteration   int       // that node run's iteration
+	ContentType string    // a MIME type ("text/markdown")
+	Content     string    // the document
+	CreatedAt   time.Time // when the node run made it
 }
 
 // ArtifactRef is an artifact as shown in an interrupt.
 type ArtifactRef struct {
-	Name        string `json:"name"`
-	ContentType string `json:"content_type"`
-	Content     string `json:"content"`
+	Name        string `json:"name"`         // the artifact's name
+	ContentType string `json:"content_type"` // its MIME type
+	Content     string `json:"content"`      // the document
 }
 
 // InterruptPayload is what a reviewer sees and may do.
 type InterruptPayload struct {
-	Type     string       `json:"type"`
-	Title    string       `json:"title"`
-	Artifact *ArtifactRef `json:"artifact"`
-	Question string       `json:"question,omitempty"`
-	Actions  []string     `json:"actions"`
+	Type     string       `json:"type"`               // InterruptGate or InterruptQuestion
+	Title    string       `json:"title"`              // shown to the reviewer
+	Artifact *ArtifactRef `json:"artifact"`           // the document decided on, if any
+	Question string       `json:"question,omitempty"` // a question's text
+	Actions  []string     `json:"actions"`            // the actions it accepts
 }
 
 // Interrupt is a pause that waits for a human.
 type Interrupt struct {
-	ID         string
-	TaskID     string
-	Node       string
-	Kind       string
-	Iteration  int
-	Payload    InterruptPayload
-	Status     string
-	CreatedAt  time.Time
-	ResolvedAt *time.Time
+	ID         string           // a fresh uuid per interrupt
+	TaskID     string           // the task waiting on it
+	Node       string           // the node that raised it
+	Kind       string           // the gate's kind, or the question's ("question")
+	Iteration  int              // the raising node run's iteration
+	Payload    InterruptPayload // what the reviewer sees and may do
+	Status     string           // InterruptPending, InterruptResolved, InterruptCancelled or InterruptExpired
+	CreatedAt  time.Time        // when it was raised
+	ResolvedAt *time.Time       // when it stopped being pending
 
 	// The interrupt in time (SPEC §11), kept by the store; the engine
 	// neither reads nor writes them.
 	Deadline        *time.Time
-	Overdue         bool
-	EscalationLevel int
-	ClaimedBy       string
-	ClaimExpiresAt  *time.Time
+	Overdue         bool       // its deadline passed and on_timeout is none
+	EscalationLevel int        // how many escalation steps have added deciders
+	ClaimedBy       string     // who holds its claim ("": nobody)
+	ClaimExpiresAt  *time.Time // when that claim ends
 	// PayloadSHA256 is the SHA-256 of the payload's canonical JSON (RFC
 	// 8785), lowercase hex: what a reviewer saw.
 	PayloadSHA256 string
@@ -245,7 +238,7 @@ type Timer struct {
 	// Step: 0 for the deadline; a reminder's place in the list and an
 	// escalation's level, from 1.
 	Step  int
-	DueAt time.Time
+	DueAt time.Time // when it fires
 	// Action is the deadline's on_timeout (fail, approve, cancel, none).
 	Action string
 	// Offset is a reminder's distance before the deadline.
@@ -254,14 +247,14 @@ type Timer struct {
 
 // Decision is a human's answer to an interrupt.
 type Decision struct {
-	ID          string
-	InterruptID string
-	TaskID      string
-	Action      string
-	Feedback    string
-	Value       json.RawMessage
-	DecidedBy   string
-	DecidedAt   time.Time
+	ID          string          // assigned by the Checkpointer
+	InterruptID string          // the interrupt answered
+	TaskID      string          // its task
+	Action      string          // ActionApprove, ActionReject, ActionEdit or ActionRespond
+	Feedback    string          // a rejection's feedback
+	Value       json.RawMessage // an edit's artifact or a response's answer, as JSON
+	DecidedBy   string          // the principal who decided
+	DecidedAt   time.Time       // when, assigned by the Checkpointer
 	// PayloadSHA256 is the hash of the payload the decision was made on
 	// (the interrupt's; a decider that sent one had it checked).
 	PayloadSHA256 string
@@ -276,8 +269,8 @@ type Decision struct {
 // a claim does, instead of queueing it for any worker to claim — one
 // commit and one round trip less before the next node starts.
 type Lease struct {
-	Owner string
-	TTL   time.Duration
+	Owner string        // the worker's owner name
+	TTL   time.Duration // how long the lease lasts unless extended
 	// Fence is set by Decide to the fence the lease carries; it stays 0
 	// when the task was queued instead (it was not waiting).
 	Fence int64
@@ -292,8 +285,8 @@ type Lease struct {
 // Claim is a task leased to a worker by a claim of the task store, with
 // the fence its writes must carry.
 type Claim struct {
-	TaskID string
-	Fence  int64
+	TaskID string // the task claimed
+	Fence  int64  // the fence its writes carry
 	// Seq is the task's last event seq when it was claimed: the claim
 	// consumed every runnable announcement up to it.
 	Seq int64
@@ -305,8 +298,8 @@ type Claim struct {
 
 // Snapshot is everything Run needs to resume a task.
 type Snapshot struct {
-	Task       Task
-	Checkpoint Checkpoint
+	Task       Task       // the task
+	Checkpoint Checkpoint // its current checkpoint
 	// Interrupt is the interrupt the checkpoint names as pending (whatever
 	// its status now), and Decision the decision recorded for it, if any.
 	Interrupt *Interrupt
@@ -316,24 +309,24 @@ type Snapshot struct {
 // Commit is one atomic write: a node run's outcome with its events and
 // artifacts, the new checkpoint, the task's status, and an interrupt raised.
 type Commit struct {
-	TaskID string
-	Fence  int64
+	TaskID string // the task written
+	Fence  int64  // the writer's fence; a stale one is refused (ErrLeaseLost)
 	// Create inserts the task row (first commit of a task only).
 	Create *Task
 
-	Status      TaskStatus
-	CurrentNode string
-	Result      json.RawMessage
-	Error       string
+	Status      TaskStatus      // the task's status after the commit
+	CurrentNode string          // the node the task stands at
+	Result      json.RawMessage // the result of a succeeded task
+	Error       string          // the error of a failed task
 
 	// Checkpoint, when set, replaces the current checkpoint and is appended
 	// to the history with Reason (start, node, interrupt, decision).
 	Checkpoint *Checkpoint
-	Reason     string
+	Reason     string // why the checkpoint changed: start, node, interrupt, decision
 
-	Events    []Event
-	Artifacts []Artifact
-	Raise     *Interrupt
+	Events    []Event    // the events to append, in order
+	Artifacts []Artifact // the artifacts to store
+	Raise     *Interrupt // the interrupt raised, if any
 
 	// Redoable marks a commit the engine would redo identically from the
 	// previous checkpoint and the recorded decisions (a node's start, a
@@ -384,6 +377,7 @@ type Checkpointer interface {
 // whose checkpoint may come with Fields. Load still gives whole states.
 type FieldCheckpointer interface {
 	Checkpointer
+	// LoadRun is Load for a run: the checkpoint may come with Fields.
 	LoadRun(ctx context.Context, taskID string) (*Snapshot, error)
 }
 
@@ -392,10 +386,13 @@ type FieldCheckpointer interface {
 // and update time up to a node that has run for a while, when fence is
 // still the task's. The engine calls it from another goroutine.
 type Toucher interface {
+	// TouchTask moves the task row's current node and update time on.
 	TouchTask(ctx context.Context, taskID string, fence int64, node string) error
 }
 
 // EventSink receives events after they are committed, in seq order per task.
 type EventSink interface {
+	// Publish is called with the events of one commit; it should return
+	// quickly (the committing run waits for it).
 	Publish(events []Event)
 }

@@ -66,11 +66,11 @@ func definitionVersion(d Description, stateVersion int) string {
 // Position is where a stored task stands, as far as resuming it goes: the
 // node its checkpoint runs next, and the interrupt it waits on, if any.
 type Position struct {
-	NextNode string
+	NextNode string // the checkpoint's next node
 	// InterruptNode and InterruptType ("gate" or "question") describe the
 	// pending interrupt; empty when the task waits on none.
 	InterruptNode string
-	InterruptType string
+	InterruptType string // the pending interrupt's type (InterruptGate or InterruptQuestion), "" for none
 }
 
 // Resumable reports whether a task standing at p can go on under this
@@ -96,15 +96,16 @@ func (g *Graph[S]) Resumable(p Position) error {
 // its workflow no longer has (or no longer gates): a decision on it or a
 // retry of it cannot be applied.
 type NodeGoneError struct {
-	TaskID   string
-	Workflow string
-	Node     string
+	TaskID   string // the task
+	Workflow string // its workflow
+	Node     string // the node it stands at
 	// Gate is set when the node exists but is no longer gated.
 	Gate bool
 	// Version is the task's definition version; Running the binary's.
 	Version, Running string
 }
 
+// Error says what was refused or went wrong, for people.
 func (e *NodeGoneError) Error() string {
 	what := fmt.Sprintf("node %q no longer exists in workflow %q", e.Node, e.Workflow)
 	if e.Gate {
