@@ -119,6 +119,7 @@ type ConfigError struct {
 	Problem string
 }
 
+// Error says what was refused or went wrong, for people.
 func (e *ConfigError) Error() string { return e.Setting + ": " + e.Problem }
 
 // resolve merges the exported fields over the other settings and checks
@@ -222,8 +223,9 @@ func WithoutBuiltins() Option {
 	return func(o *options) { o.noBuiltins = true }
 }
 
-// WithVersion names the program's version: the desk's footer, the health
-// endpoint and the start-up log show it (default "dev").
+// WithVersion names the program's version: the OpenAPI document, the
+// LangGraph API's /langgraph/info and the start-up log show it (default
+// "dev").
 func WithVersion(v string) Option {
 	return func(o *options) { o.version = v }
 }
