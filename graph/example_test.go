@@ -55,6 +55,20 @@ func start(g graph.Workflow, input string, options string) (*graph.Engine, *grap
 	return e, t, out
 }
 
+// decide records a person's decision and runs the task on until it waits
+// or ends again.
+func decide(e *graph.Engine, t *graph.Task, in graph.DecisionInput) graph.Outcome {
+	ctx := context.Background()
+	if _, err := e.Decide(ctx, t.ID, in); err != nil {
+		panic(err)
+	}
+	out, err := e.Run(ctx, t.ID, 0)
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
 // A workflow of two nodes in a line, run to its end on an engine over
 // memory.
 func ExampleNew() {
@@ -104,24 +118,15 @@ func ExampleGate() {
 	if err != nil {
 		panic(err)
 	}
-	ctx := context.Background()
 	// {"gates": {}}: every gate asks (a task without "gates" runs unattended).
 	e, t, out := start(g, `{"topic": "tea"}`, `{"gates": {}}`)
 	fmt.Println(out.Status, out.Interrupt.Kind, out.Interrupt.Payload.Artifact.Content)
 
-	_, err = e.Decide(ctx, t.ID, graph.DecisionInput{InterruptID: out.Interrupt.ID, Action: graph.ActionReject,
+	out = decide(e, t, graph.DecisionInput{InterruptID: out.Interrupt.ID, Action: graph.ActionReject,
 		Feedback: "shorter", DecidedBy: "ann"})
-	if err != nil {
-		panic(err)
-	}
-	out, _ = e.Run(ctx, t.ID, 0)
 	fmt.Println(out.Status, out.Interrupt.Iteration, out.Interrupt.Payload.Artifact.Content)
 
-	_, err = e.Decide(ctx, t.ID, graph.DecisionInput{InterruptID: out.Interrupt.ID, Action: graph.ActionApprove, DecidedBy: "bob"})
-	if err != nil {
-		panic(err)
-	}
-	out, _ = e.Run(ctx, t.ID, 0)
+	out = decide(e, t, graph.DecisionInput{InterruptID: out.Interrupt.ID, Action: graph.ActionApprove, DecidedBy: "bob"})
 	fmt.Println(out.Status)
 	// Output:
 	// waiting draft tea, take 1
@@ -148,16 +153,11 @@ func ExampleNodeRun_Ask() {
 	if err != nil {
 		panic(err)
 	}
-	ctx := context.Background()
 	e, t, out := start(g, `{"topic": "tea"}`, "")
 	fmt.Println(out.Status, out.Interrupt.Kind, out.Interrupt.Payload.Question)
 
-	_, err = e.Decide(ctx, t.ID, graph.DecisionInput{InterruptID: out.Interrupt.ID, Action: graph.ActionRespond,
+	out = decide(e, t, graph.DecisionInput{InterruptID: out.Interrupt.ID, Action: graph.ActionRespond,
 		Value: json.RawMessage(`"night owls"`), DecidedBy: "ann"})
-	if err != nil {
-		panic(err)
-	}
-	out, _ = e.Run(ctx, t.ID, 0)
 	fmt.Println(out.Status)
 	// Output:
 	// waiting question Who is it for?

@@ -16,7 +16,8 @@ import (
 // Client calls one server with one bearer token.
 type Client struct {
 	// Base is the server's root, e.g. http://127.0.0.1:8080.
-	Base  string
+	Base string
+	// Token is the bearer token sent with each request.
 	Token string
 }
 
@@ -60,11 +61,12 @@ func (c Client) Do(tb testing.TB, method, path string, body, out any) (int, []by
 
 // Task is the part of the API's task JSON these tests read.
 type Task struct {
-	ID               string          `json:"id"`
-	Workflow         string          `json:"workflow"`
-	Status           string          `json:"status"`
-	Result           json.RawMessage `json:"result"`
-	Error            *string         `json:"error"`
+	ID       string          `json:"id"`       // a uuid
+	Workflow string          `json:"workflow"` // the workflow's name
+	Status   string          `json:"status"`   // queued, running, waiting, …
+	Result   json.RawMessage `json:"result"`   // a succeeded task's result
+	Error    *string         `json:"error"`    // a failed task's error
+	// PendingInterrupt is what a waiting task waits on.
 	PendingInterrupt *struct {
 		ID        string  `json:"id"`
 		Kind      string  `json:"kind"`

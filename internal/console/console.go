@@ -26,8 +26,11 @@ import (
 
 // Store is what the console reads and writes (postgres.Store).
 type Store interface {
+	// Task reads the task (its result, when it ends).
 	Task(ctx context.Context, taskID string) (*graph.Task, error)
+	// Interrupt reads the interrupt the task waits on.
 	Interrupt(ctx context.Context, id string) (*graph.Interrupt, error)
+	// Cancel cancels the task as actor (the prompt's c).
 	Cancel(ctx context.Context, taskID, actor string) error
 }
 
@@ -55,12 +58,15 @@ type Config struct {
 	Task *graph.Task
 	// Decider records the decisions typed at the prompt.
 	Decider *auth.Decider
-	Store   Store
-	Follow  FollowFunc
+	// Store reads the task and its interrupts, and cancels.
+	Store Store
+	// Follow delivers the task's events (live.Hub.Follow).
+	Follow FollowFunc
 	// As decides and cancels at the prompt (Principal).
 	As auth.Principal
-	// In is where the person types; Out where the console prints.
-	In  io.Reader
+	// In is where the person types.
+	In io.Reader
+	// Out is where the console prints.
 	Out io.Writer
 }
 

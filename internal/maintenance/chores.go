@@ -30,6 +30,7 @@ const (
 // SessionPruner deletes ended sessions and old login attempts
 // (auth.Service).
 type SessionPruner interface {
+	// Prune deletes what has ended.
 	Prune(ctx context.Context) error
 }
 
@@ -49,6 +50,7 @@ func SessionPrune(p SessionPruner, log *slog.Logger) *Service {
 // AnalyticsFolder folds the analytics deltas into the rollups
 // (postgres.Store).
 type AnalyticsFolder interface {
+	// FoldAnalytics folds the deltas and says how many it folded.
 	FoldAnalytics(ctx context.Context) (int, error)
 }
 
@@ -66,6 +68,7 @@ func AnalyticsFold(f AnalyticsFolder, log *slog.Logger) *Service {
 
 // HistoryPruner prunes the checkpoint history (postgres.Store).
 type HistoryPruner interface {
+	// PruneHistory prunes as p says. Errors: postgres.ErrPruneBusy.
 	PruneHistory(ctx context.Context, p postgres.HistoryPrune) (postgres.HistoryPruned, error)
 }
 
@@ -103,6 +106,8 @@ func HistoryRetention(p HistoryPruner, retention time.Duration, log *slog.Logger
 
 // NotificationPruner prunes finished notification rows (postgres.Store).
 type NotificationPruner interface {
+	// PruneNotifications prunes as p says. Errors:
+	// postgres.ErrOutboxPruneBusy.
 	PruneNotifications(ctx context.Context, p postgres.NotificationPrune) (postgres.NotificationsPruned, error)
 }
 

@@ -22,11 +22,13 @@ import (
 // TaskLister lists the waiting and failed tasks with their positions
 // (postgres.Store).
 type TaskLister interface {
+	// StandingTasks lists the waiting and failed tasks, oldest first.
 	StandingTasks(ctx context.Context) ([]postgres.StandingTask, error)
 }
 
 // Finding is one task the running definitions affect.
 type Finding struct {
+	// Task is the task as stored.
 	Task postgres.StandingTask
 	// Running is this binary's version of the task's workflow; empty when
 	// the workflow is gone.
@@ -138,6 +140,7 @@ func boolInt(b bool) int {
 
 // UserLister lists the users (postgres.Store).
 type UserLister interface {
+	// Users lists every user.
 	Users(ctx context.Context) ([]auth.User, error)
 }
 

@@ -37,6 +37,7 @@ type SettingError struct {
 	Problem string
 }
 
+// Error says "NAME: problem".
 func (e *SettingError) Error() string { return e.Name + ": " + e.Problem }
 
 // Provider makes the LLM provider of c: the scripted one (with its script
