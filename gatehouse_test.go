@@ -140,8 +140,8 @@ func TestRunServesACustomWorkflow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(srv.Workflows(), ","); got != "note" {
-		t.Errorf("Workflows() = %s, want note only", got)
+	if got := strings.Join(srv.Workflows(), ","); got != "request,note" {
+		t.Errorf("Workflows() = %s, want request (always served) and note", got)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
