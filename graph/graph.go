@@ -129,6 +129,15 @@ func (b *Builder[S]) Deliverable(artifact string) *Builder[S] {
 	return b
 }
 
+// Unlisted marks a workflow that is served but started only through its
+// own door (the built-in request workflow is started by /api/v1/requests
+// and MCP): generic lists of workflows to start — the LangGraph API's
+// assistants, MCP's list_workflows — leave it out (Description.Unlisted).
+func (b *Builder[S]) Unlisted() *Builder[S] {
+	b.g.unlisted = true
+	return b
+}
+
 // Raises declares the interrupt kinds the workflow's nodes raise besides
 // its gates' (the kinds of the questions they ask, NodeRun.Ask), so that
 // they are known before any is raised (Description.Kinds).
@@ -339,6 +348,7 @@ type Graph[S any] struct {
 	// deliverable and raises are facts for the desk (Description).
 	deliverable string
 	raises      []string
+	unlisted    bool
 }
 
 // Name is the workflow's name.
@@ -399,6 +409,9 @@ type Description struct {
 	// a workflow.
 	Deliverable string   `json:"-"`
 	Kinds       []string `json:"-"`
+	// Unlisted is set by Builder.Unlisted: the workflow is served but
+	// left out of generic lists of workflows to start.
+	Unlisted bool `json:"-"`
 }
 
 // Describe reports the graph's nodes, edges and gates as data.
@@ -440,6 +453,7 @@ func (g *Graph[S]) Describe() Description {
 	slices.Sort(d.Kinds)
 	d.Kinds = slices.Compact(d.Kinds)
 	d.Deliverable = g.deliverable
+	d.Unlisted = g.unlisted
 	d.Mermaid = mermaid(d)
 	return d
 }

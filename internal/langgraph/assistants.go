@@ -44,6 +44,9 @@ func assistantsOf(e *graph.Engine, at time.Time) ([]assistant, []byte) {
 	ids := map[string]string{}
 	for _, w := range e.Workflows() {
 		d := w.Describe()
+		if d.Unlisted { // a request is asked through /api/v1/requests, not run as an assistant
+			continue
+		}
 		stamp := at.Format(time.RFC3339Nano)
 		out = append(out, assistant{AssistantID: AssistantID(d.Name), GraphID: d.Name, Name: d.Name, Description: d.Description,
 			Config: map[string]any{"configurable": map[string]any{}}, Context: map[string]any{},

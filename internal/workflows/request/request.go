@@ -94,6 +94,7 @@ func New() (*graph.Graph[State], error) {
 			"one interrupt of the request's kind, answered on the desk, by email, in Slack or through the API.").
 		Node(NodeAsk, ask, graph.WithDescription("Asks the request's question; the task ends with the answer.")).
 		Edge(NodeAsk, graph.END).
+		Unlisted().
 		Init(initial).
 		Result(func(s State) any { return map[string]string{"action": s.Action, "answer": s.Answer} }).
 		InputSchema(InputSchema).
