@@ -96,7 +96,8 @@ func (s *Server) Run(ctx context.Context) error {
 	defer pool.Close()
 	store := postgres.NewStore(pool)
 	authSvc := auth.NewService(auth.Config{Store: store, BootstrapToken: cfg.BootstrapToken,
-		SessionIdle: cfg.Auth.SessionIdle, SessionMax: cfg.Auth.SessionMax, Logger: log.With("component", "auth")})
+		SessionIdle: cfg.Auth.SessionIdle, SessionMax: cfg.Auth.SessionMax, Logger: log.With("component", "auth"),
+		LocalLoginOff: !cfg.SSO.LocalLogin, BreakGlassUser: cfg.SSO.BreakGlassUser})
 	generated, err := authSvc.EnsureAdmin(ctx, cfg.AdminPassword)
 	if err != nil {
 		return fmt.Errorf("admin user: %w", err)
@@ -110,6 +111,8 @@ func (s *Server) Run(ctx context.Context) error {
 		log.Warn("created the admin user with a generated password, shown this once; "+how+
 			"; or set GATEHOUSE_ADMIN_PASSWORD", "username", auth.AdminUser, "password", generated)
 	}
+	ssoClient := startSSO(ctx, cfg, store, log.With("component", "sso"))
+	defer ssoClient.Stop()
 	// The chores run until shutdown stops them, first, and waits for
 	// them: no statement of theirs is in flight when the pool closes.
 	chores := maintenance.Group{
@@ -202,7 +205,7 @@ func (s *Server) Run(ctx context.Context) error {
 		Ready: func(ctx context.Context) error { return postgres.Ready(ctx, pool) }, Logger: log.With("component", "http"),
 		Version: s.version, Metrics: met.Handler(), LLMProvider: provider.Name(),
 		SlackSigningSecret:  cfg.Notify.SlackSigningSecret,
-		WebhookAllowPrivate: cfg.Notify.WebhookAllowPrivate, OutboxRetention: cfg.OutboxRetention})
+		WebhookAllowPrivate: cfg.Notify.WebhookAllowPrivate, OutboxRetention: cfg.OutboxRetention, SSO: ssoClient})
 	met.WatchWebsockets(srv.OpenWebsockets)
 	keeper.Start()
 	defer keeper.Stop()

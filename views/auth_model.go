@@ -14,6 +14,15 @@ type LoginPage struct {
 	Error    string
 	// Message is a notice: signed out, password changed.
 	Message string
+	// SSOName is what "Sign in with …" names ("": no single sign-on);
+	// SSOReady is false while the identity provider cannot be reached.
+	SSOName  string
+	SSOReady bool
+	// Password says whether the password form is offered to everyone;
+	// BreakGlass, whether it is offered (folded) to the break-glass user
+	// only.
+	Password   bool
+	BreakGlass bool
 }
 
 // --- administration ---
@@ -40,6 +49,11 @@ type UserRow struct {
 	Self     bool
 	// Email and SlackID say where notifications reach the user.
 	Email, SlackID string
+	// Issuer and Subject bind a user who signs in with SSO ("": a local
+	// user); Groups are the IdP's groups at the last sign-in.
+	Issuer, Subject string
+	Groups          string
+	LastLogin       *time.Time
 }
 
 // TokensPage lists the API tokens.

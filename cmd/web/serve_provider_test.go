@@ -30,6 +30,12 @@ func TestServeRefusesBadLLMSettings(t *testing.T) {
 		{"OllamaBadURL", map[string]string{"LLM_PROVIDER": "ollama", "OLLAMA_BASE_URL": "localhost:11434"}, []string{"OLLAMA_BASE_URL"}},
 		{"OllamaBadTimeout", map[string]string{"LLM_PROVIDER": "ollama", "OLLAMA_REQUEST_TIMEOUT": "soon"}, []string{"OLLAMA_REQUEST_TIMEOUT"}},
 		{"OpenAIBadURL", map[string]string{"LLM_PROVIDER": "openai", "OPENAI_BASE_URL": "ftp://example.com"}, []string{"OPENAI_BASE_URL"}},
+		{"SSOWithoutSecret", map[string]string{"GATEHOUSE_OIDC_ISSUER": "https://idp.example.com", "GATEHOUSE_OIDC_CLIENT_ID": "gh",
+			"GATEHOUSE_OIDC_ROLE_MAP": "staff=viewer", "GATEHOUSE_PUBLIC_URL": "https://gatehouse.example.com"},
+			[]string{"GATEHOUSE_OIDC_CLIENT_SECRET is not set"}},
+		{"SSOWithoutPublicURL", map[string]string{"GATEHOUSE_OIDC_ISSUER": "https://idp.example.com", "GATEHOUSE_OIDC_CLIENT_ID": "gh",
+			"GATEHOUSE_OIDC_CLIENT_SECRET": "s", "GATEHOUSE_OIDC_ROLE_MAP": "staff=viewer"}, []string{"GATEHOUSE_PUBLIC_URL is not set"}},
+		{"LocalLoginOffWithoutSSO", map[string]string{"GATEHOUSE_LOCAL_LOGIN": "false"}, []string{"GATEHOUSE_LOCAL_LOGIN=false needs single sign-on"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -40,6 +40,8 @@ type Config struct {
 	Auth   Auth
 	LLM    LLM
 	Notify Notify
+	// SSO is single sign-on with OpenID Connect (SPEC §21).
+	SSO SSO
 }
 
 // Notify configures the notification channels (SPEC §12).
@@ -135,6 +137,15 @@ var Vars = []Var{
 	{"GATEHOUSE_WEBHOOK_ALLOW_PRIVATE", "false", "let webhooks reach loopback, private and link-local addresses"},
 	{"GATEHOUSE_SLACK_WEBHOOK_URL", "unset", "Slack incoming webhook that each raised interrupt is posted to"},
 	{"GATEHOUSE_SLACK_SIGNING_SECRET", "unset", "verifies Slack's button callbacks (POST /integrations/slack/actions); required with the webhook URL"},
+	{"GATEHOUSE_OIDC_ISSUER", "unset: no SSO", "OpenID Connect issuer URL of the identity provider (https; http only on loopback); needs CLIENT_ID, CLIENT_SECRET, ROLE_MAP and GATEHOUSE_PUBLIC_URL"},
+	{"GATEHOUSE_OIDC_CLIENT_ID", "unset", "client id registered at the identity provider (redirect URI <GATEHOUSE_PUBLIC_URL>/auth/oidc/callback)"},
+	{"GATEHOUSE_OIDC_CLIENT_SECRET", "unset", "client secret (a confidential client; PKCE S256 as well)"},
+	{"GATEHOUSE_OIDC_ROLE_MAP", "unset", "IdP group=role pairs, highest wins, set at every sign-in, e.g. idp-admins=admin,payments-leads=approver,staff=viewer"},
+	{"GATEHOUSE_OIDC_GROUPS_CLAIM", "groups", "ID token (else userinfo) claim holding the groups; a dotted path reads into an object (realm_access.roles)"},
+	{"GATEHOUSE_OIDC_SCOPES", "profile email", "scopes asked for besides openid (add groups where the provider needs it)"},
+	{"GATEHOUSE_OIDC_NAME", "SSO", "the login page's button says Sign in with <name>"},
+	{"GATEHOUSE_LOCAL_LOGIN", "true", "false: password sign-in is off for everyone but GATEHOUSE_BREAK_GLASS_USER (needs SSO)"},
+	{"GATEHOUSE_BREAK_GLASS_USER", "unset", "the one local user who may still sign in with a password when GATEHOUSE_LOCAL_LOGIN=false"},
 	{"GATEHOUSE_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"GATEHOUSE_LOG_FORMAT", "text", "text or json"},
 	{"LLM_PROVIDER", "scripted", "scripted (offline), ollama or openai"},
@@ -294,6 +305,9 @@ func Load(getenv func(string) string) (Config, error) {
 		},
 	}
 	errs = append(errs, c.Notify.validate()...)
+	var ssoErrs []error
+	c.SSO, ssoErrs = loadSSO(getenv, c.Notify.PublicURL, boolean)
+	errs = append(errs, ssoErrs...)
 	origins, err := ParseOrigins(getenv("GATEHOUSE_CORS_ORIGINS"))
 	if err != nil {
 		errs = append(errs, fmt.Errorf("GATEHOUSE_CORS_ORIGINS: %w", err))

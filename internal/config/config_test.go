@@ -120,3 +120,61 @@ func TestHistoryRetention(t *testing.T) {
 		}
 	}
 }
+
+func TestSSOSettings(t *testing.T) {
+	t.Parallel()
+	load := func(env map[string]string) (Config, error) { return Load(func(k string) string { return env[k] }) }
+	full := func(edit map[string]string) map[string]string {
+		env := map[string]string{"GATEHOUSE_OIDC_ISSUER": "https://idp.example.com/realms/corp",
+			"GATEHOUSE_OIDC_CLIENT_ID": "gatehouse", "GATEHOUSE_OIDC_CLIENT_SECRET": "secret",
+			"GATEHOUSE_OIDC_ROLE_MAP": "idp-admins=admin,staff=viewer", "GATEHOUSE_PUBLIC_URL": "https://gatehouse.example.com/"}
+		for k, v := range edit {
+			if v == "" {
+				delete(env, k)
+			} else {
+				env[k] = v
+			}
+		}
+		return env
+	}
+	c, err := load(nil)
+	if err != nil || c.SSO.Enabled || !c.SSO.LocalLogin {
+		t.Fatalf("defaults: %+v, %v", c.SSO, err)
+	}
+	c, err = load(full(map[string]string{"GATEHOUSE_OIDC_SCOPES": "openid profile email groups", "GATEHOUSE_LOCAL_LOGIN": "false",
+		"GATEHOUSE_BREAK_GLASS_USER": "KeyHolder"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.SSO
+	if !s.Enabled || s.RedirectURL != "https://gatehouse.example.com/auth/oidc/callback" || s.Name != "SSO" ||
+		s.GroupsClaim != "groups" || s.RoleMap.String() != "idp-admins=admin,staff=viewer" || s.LocalLogin ||
+		s.BreakGlassUser != "keyholder" || strings.Join(s.Scopes, " ") != "profile email groups" {
+		t.Fatalf("settings: %+v", s)
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{full(map[string]string{"GATEHOUSE_OIDC_CLIENT_SECRET": ""}), "GATEHOUSE_OIDC_CLIENT_SECRET is not set"},
+		{full(map[string]string{"GATEHOUSE_OIDC_ISSUER": ""}), "GATEHOUSE_OIDC_ISSUER is not set"},
+		{full(map[string]string{"GATEHOUSE_OIDC_CLIENT_ID": ""}), "GATEHOUSE_OIDC_CLIENT_ID is not set"},
+		{full(map[string]string{"GATEHOUSE_OIDC_ROLE_MAP": ""}), "GATEHOUSE_OIDC_ROLE_MAP is not set"},
+		{full(map[string]string{"GATEHOUSE_PUBLIC_URL": ""}), "GATEHOUSE_PUBLIC_URL is not set"},
+		{full(map[string]string{"GATEHOUSE_OIDC_ROLE_MAP": "staff=owner"}), "GATEHOUSE_OIDC_ROLE_MAP: \"staff=owner\": unknown role"},
+		{full(map[string]string{"GATEHOUSE_OIDC_ISSUER": "http://idp.example.com"}), "GATEHOUSE_OIDC_ISSUER=\"http://idp.example.com\": want https://"},
+		{full(map[string]string{"GATEHOUSE_PUBLIC_URL": "http://gatehouse.example.com"}), "GATEHOUSE_PUBLIC_URL=\"http://gatehouse.example.com\": want https://"},
+		{map[string]string{"GATEHOUSE_LOCAL_LOGIN": "false"}, "GATEHOUSE_LOCAL_LOGIN=false needs single sign-on"},
+		{map[string]string{"GATEHOUSE_LOCAL_LOGIN": "nope"}, "GATEHOUSE_LOCAL_LOGIN=\"nope\": want true or false"},
+		{full(map[string]string{"GATEHOUSE_BREAK_GLASS_USER": "bad name"}), "GATEHOUSE_BREAK_GLASS_USER=\"bad name\""},
+	} {
+		if _, err := load(tc.env); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want %q", tc.env, err, tc.want)
+		}
+	}
+	// Loopback http is fine for a provider and a desk on this machine.
+	if _, err := load(full(map[string]string{"GATEHOUSE_OIDC_ISSUER": "http://127.0.0.1:5556/dex",
+		"GATEHOUSE_PUBLIC_URL": "http://localhost:8080"})); err != nil {
+		t.Fatal(err)
+	}
+}

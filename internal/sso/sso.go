@@ -223,9 +223,10 @@ func (c *Client) Start(ctx context.Context) {
 	}()
 }
 
-// Stop ends the discovery attempts and waits for them.
+// Stop ends the discovery attempts and waits for them (nil: nothing to
+// stop).
 func (c *Client) Stop() {
-	if c.stop != nil {
+	if c != nil && c.stop != nil {
 		c.stop()
 		<-c.done
 	}
@@ -256,6 +257,21 @@ func (c *Client) Discover(ctx context.Context) error {
 		RedirectURL: c.cfg.RedirectURL, Scopes: append([]string{gooidc.ScopeOpenID}, c.cfg.Scopes...)}
 	c.log.Info("SSO: identity provider ready", "issuer", c.cfg.Issuer, "name", c.cfg.Name)
 	return nil
+}
+
+// AuthOrigin is the origin (scheme://host) of the provider's
+// authorization endpoint, "" before discovery: the login page's form
+// redirects there, so its form-action must allow it.
+func (c *Client) AuthOrigin() string {
+	p, _, _, ok := c.current()
+	if !ok {
+		return ""
+	}
+	u, err := url.Parse(p.Endpoint().AuthURL)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
 }
 
 func (c *Client) current() (*gooidc.Provider, *gooidc.IDTokenVerifier, oauth2.Config, bool) {
@@ -330,7 +346,14 @@ func (c *Client) Callback(ctx context.Context, query url.Values, browserState st
 	if err != nil {
 		var re *oauth2.RetrieveError
 		if errors.As(err, &re) {
-			return nil, flow, refused(http.StatusBadGateway, again, "code exchange refused by the provider: %s %s",
+			// A code that is not good (forged, used, of another sign-in)
+			// is the browser's doing; anything else is between us and
+			// the provider (a wrong client secret).
+			status := http.StatusBadGateway
+			if re.ErrorCode == "invalid_grant" {
+				status = http.StatusBadRequest
+			}
+			return nil, flow, refused(status, again, "code exchange refused by the provider: %s %s",
 				re.ErrorCode, re.ErrorDescription)
 		}
 		return nil, flow, fmt.Errorf("code exchange: %w", err)

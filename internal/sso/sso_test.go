@@ -366,7 +366,7 @@ func TestTamperedCallbacksAreRefused(t *testing.T) {
 		{name: "NoState", edit: func(_ *bundle, q url.Values, state *string, _ string) { delete(q, "state") },
 			status: 400, reason: "without state"},
 		{name: "CodeOfAnotherSignIn", edit: func(_ *bundle, q url.Values, state *string, _ string) { q["code"] = []string{"not-a-code"} },
-			status: 502, reason: "code exchange refused"},
+			status: 400, reason: "code exchange refused by the provider: invalid_grant"},
 		{name: "ProviderError", edit: func(_ *bundle, q url.Values, state *string, _ string) {
 			delete(q, "code")
 			q["error"] = []string{"access_denied"}

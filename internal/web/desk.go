@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/sso"
 	"github.com/gatehousehq/gatehouse/internal/web/act"
 	"github.com/gatehousehq/gatehouse/internal/web/request"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
@@ -45,6 +46,8 @@ func (s *Server) registerDesk() {
 	d.route(get, "/login", "", d.loginPage, true)
 	d.route(post, "/login", "", d.login, true)
 	d.route(post, "/logout", viewer, d.logout, true)
+	d.route(post, sso.StartPath, "", d.ssoStart, true)
+	d.route(get, sso.CallbackPath, "", d.ssoCallback, true)
 	d.route(get, "/", viewer, d.dashboard, true)
 	d.route(get, "/inbox", viewer, d.inbox, true)
 	d.route(get, "/tasks/new", operator, d.newTaskForm, true)

@@ -74,7 +74,8 @@ func (d *desk) writeUsers(c echo.Context, status int, page views.UsersPage) erro
 	for _, u := range users {
 		page.Users = append(page.Users, views.UserRow{Name: u.Username, Role: string(u.Role), Kinds: strings.Join(u.Kinds, ","),
 			Disabled: u.Disabled, Created: u.CreatedAt, Self: me.Kind == auth.KindUser && me.Name == u.Username,
-			Email: u.Email, SlackID: u.SlackID})
+			Email: u.Email, SlackID: u.SlackID, Issuer: u.OIDCIssuer, Subject: u.OIDCSubject,
+			Groups: groupsLine(u.IdPGroups), LastLogin: u.LastLoginAt})
 	}
 	return response.Page(c, status, views.UsersView(page))
 }

@@ -143,6 +143,17 @@ func (d *desk) loginPage(c echo.Context) error {
 
 func (d *desk) writeLogin(c echo.Context, status int, l views.LoginPage) error {
 	l.Page = views.Page{Title: "Sign in", Assets: d.assets}
+	if d.s.sso != nil {
+		l.SSOName, l.SSOReady = d.s.sso.Name(), d.s.sso.Ready()
+		if o := d.s.sso.AuthOrigin(); o != "" {
+			// "Sign in with …" posts here and is redirected to the
+			// provider: the one other place this page's form may lead.
+			c.Response().Header().Set("Content-Security-Policy",
+				strings.Replace(contentSecurityPolicy, "form-action 'self'", "form-action 'self' "+o, 1))
+		}
+	}
+	l.Password = d.s.auth.LocalLogin()
+	l.BreakGlass = !l.Password && d.s.auth.BreakGlassUser() != ""
 	l.CSRF = d.loginToken(c)
 	return response.Page(c, status, views.LoginView(l))
 }
@@ -167,6 +178,9 @@ func (d *desk) login(c echo.Context) error {
 	case errors.Is(err, auth.ErrBadCredentials):
 		form.Error = "Wrong user name or password."
 		return d.writeLogin(c, http.StatusUnauthorized, form)
+	case errors.Is(err, auth.ErrLocalLoginOff):
+		form.Error = "Password sign-in is turned off here; only the break-glass account may use it. Sign in with single sign-on."
+		return d.writeLogin(c, http.StatusForbidden, form)
 	case err != nil:
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
 	"github.com/gatehousehq/gatehouse/internal/requests"
 	"github.com/gatehousehq/gatehouse/internal/runner"
+	"github.com/gatehousehq/gatehouse/internal/sso"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
 	"github.com/gatehousehq/gatehouse/internal/workflows/request"
@@ -95,6 +96,8 @@ type deskEnv struct {
 	policy auth.Policy
 	// trustProxy is the server's TrustProxy (set it before a restart).
 	trustProxy bool
+	// sso is the server's single sign-on (set it before a restart).
+	sso *sso.Client
 
 	sessMu   sync.Mutex
 	sessions map[string]testSession
@@ -178,7 +181,7 @@ func (e *deskEnv) startServer() {
 	defer e.mu.Unlock()
 	deps := Deps{Engine: e.engine, Store: e.store, Hub: e.hub, Wake: e.run.Wake, Auth: e.auth,
 		Decider:    auth.NewDecider(e.engine, e.store, e.policy, e.log, auth.WithWorker(e.run), auth.WithDecisionCheck(requests.CheckDecision)),
-		TrustProxy: e.trustProxy, Logger: e.log, Version: "test"}
+		TrustProxy: e.trustProxy, SSO: e.sso, Logger: e.log, Version: "test"}
 	srv := New(deps)
 	addr := e.addr
 	if addr == "" {

@@ -23,6 +23,7 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/live"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/requests"
+	"github.com/gatehousehq/gatehouse/internal/sso"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/internal/web/slack"
 	"github.com/gatehousehq/gatehouse/internal/web/socket"
@@ -77,6 +78,9 @@ type Deps struct {
 	// Requests serves /api/v1/requests (SPEC §16); nil: one over Store,
 	// Engine and Hub.
 	Requests *requests.Service
+	// SSO, when set, offers sign-in with the identity provider (SPEC §21)
+	// at /auth/oidc/start and /auth/oidc/callback.
+	SSO *sso.Client
 }
 
 // apiPrefix is where the JSON API lives.
@@ -97,6 +101,7 @@ type Server struct {
 	version string
 
 	auth       *auth.Service
+	sso        *sso.Client
 	decider    *auth.Decider
 	requests   *requests.Service
 	claimTTL   time.Duration
@@ -132,7 +137,7 @@ func New(d Deps) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{engine: d.Engine, store: d.Store, hub: d.Hub, wake: d.Wake, ready: d.Ready, log: log, metrics: d.Metrics,
-		version: d.Version, sockets: socket.NewGroup(), auth: d.Auth, decider: d.Decider, trustProxy: d.TrustProxy,
+		version: d.Version, sockets: socket.NewGroup(), auth: d.Auth, sso: d.SSO, decider: d.Decider, trustProxy: d.TrustProxy,
 		roles: map[string]auth.Role{}, llmProvider: d.LLMProvider,
 		webhookAllowPrivate: d.WebhookAllowPrivate, outboxRetention: d.OutboxRetention}
 	if s.auth == nil {
