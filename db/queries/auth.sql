@@ -90,6 +90,26 @@ WITH old AS (
 )
 SELECT * FROM u;
 
+-- UserEndOIDCAccess is a sign-in with the identity provider whose groups
+-- no longer map to a role: the user keeps the groups the provider sent and
+-- every session of theirs ends (audited). No row: no such user.
+-- name: UserEndOIDCAccess :one
+WITH u AS (
+    UPDATE users SET idp_groups = sqlc.arg(groups)::text[], last_login_at = now(), updated_at = now()
+    WHERE id = sqlc.arg(id)::uuid
+    RETURNING id, username
+), s AS (
+    UPDATE sessions SET revoked_at = now()
+    WHERE user_id IN (SELECT id FROM u) AND revoked_at IS NULL
+    RETURNING id, user_id
+), a AS (
+    INSERT INTO audit_events (actor, kind, subject, data)
+    SELECT sqlc.arg(actor)::text, 'session.revoked', s.id::text,
+           jsonb_build_object('user', u.username, 'reason', 'no group of the identity provider maps to a role any more')
+    FROM s JOIN u ON u.id = s.user_id
+)
+SELECT u.username, (SELECT count(*) FROM s)::int AS revoked FROM u;
+
 -- OIDCFlowInsert stores a sign-in under way (SPEC §21).
 -- name: OIDCFlowInsert :exec
 INSERT INTO oidc_flows (state_hash, nonce, verifier, next, expires_at)

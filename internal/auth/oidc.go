@@ -116,6 +116,30 @@ func OIDCUsername(preferred, email string) string {
 	return "user"
 }
 
+// OIDCUnmapped handles a verified sign-in whose groups map to no role:
+// nobody new is created, and a user bound to that issuer and subject
+// loses access here too — their sessions end at once, and idp: deciders
+// no longer name them. Errors: the store's.
+func (s *Service) OIDCUnmapped(ctx context.Context, in OIDCLogin) error {
+	u, err := s.store.UserByOIDC(ctx, in.Issuer, in.Subject)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if in.Groups == nil {
+		in.Groups = []string{}
+	}
+	n, err := s.store.EndOIDCAccess(ctx, u.ID, in.Groups, SSOActor)
+	if err != nil {
+		return err
+	}
+	s.log.Warn("SSO: a user's groups no longer map to a role; their sessions ended", "username", u.Username,
+		"groups", in.Groups, "sessions", n)
+	return nil
+}
+
 // OIDCRefused records a refused SSO sign-in in the audit trail (kind
 // login.failed, "method": "oidc") with the reason: who, as far as it is
 // known (the user name, else the preferred_username or email the token

@@ -169,6 +169,10 @@ type Store interface {
 	// SetOIDCLogin records a later SSO sign-in: role (audited when it
 	// changes), groups, time. Errors: ErrNotFound.
 	SetOIDCLogin(ctx context.Context, userID string, role Role, groups []string, actor string) (*User, error)
+	// EndOIDCAccess records the groups of a sign-in that maps to no role
+	// and ends every session of the user; it returns how many ended.
+	// Errors: ErrNotFound.
+	EndOIDCAccess(ctx context.Context, userID string, groups []string, actor string) (int, error)
 
 	CreateSession(ctx context.Context, s NewSession) (*Session, error)
 	// SessionByHash errors: ErrNotFound.

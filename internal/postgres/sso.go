@@ -60,6 +60,22 @@ func (s *Store) SetOIDCLogin(ctx context.Context, userID string, role auth.Role,
 	return &out, nil
 }
 
+// EndOIDCAccess implements auth.Store.
+func (s *Store) EndOIDCAccess(ctx context.Context, userID string, groups []string, actor string) (int, error) {
+	id, err := uuid.Parse(userID)
+	if err != nil {
+		return 0, auth.ErrNotFound
+	}
+	r, err := s.q.UserEndOIDCAccess(ctx, dbsqlc.UserEndOIDCAccessParams{ID: id, Groups: orNoKinds(groups), Actor: actor})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, auth.ErrNotFound
+	}
+	if err != nil {
+		return 0, fmt.Errorf("end SSO access: %w", err)
+	}
+	return int(r.Revoked), nil
+}
+
 // SaveFlow implements sso.FlowStore.
 func (s *Store) SaveFlow(ctx context.Context, stateHash []byte, f sso.Flow) error {
 	return s.q.OIDCFlowInsert(ctx, dbsqlc.OIDCFlowInsertParams{StateHash: stateHash, Nonce: f.Nonce, Verifier: f.Verifier,

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	gooidc "github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
@@ -134,7 +135,19 @@ type RefusedError struct {
 func (e *RefusedError) Error() string { return e.Reason }
 
 func refused(status int, message, format string, args ...any) *RefusedError {
-	return &RefusedError{Status: status, Message: message, Reason: fmt.Sprintf(format, args...)}
+	return &RefusedError{Status: status, Message: message, Reason: clip(fmt.Sprintf(format, args...), 500)}
+}
+
+// clip cuts what a callback's query brought (the provider's error and
+// its description) to n bytes, on a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // Client is the relying party of one provider. Start begins discovery in
@@ -334,7 +347,7 @@ func (c *Client) Callback(ctx context.Context, query url.Values, browserState st
 		return nil, Flow{}, err
 	}
 	if e := query.Get("error"); e != "" {
-		return nil, flow, refused(http.StatusForbidden, "The identity provider did not sign you in ("+e+"). Start again from the sign-in page.",
+		return nil, flow, refused(http.StatusForbidden, "The identity provider did not sign you in ("+clip(e, 60)+"). Start again from the sign-in page.",
 			"provider returned error %q: %s", e, query.Get("error_description"))
 	}
 	code := query.Get("code")

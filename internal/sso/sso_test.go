@@ -512,3 +512,39 @@ func TestOIDCUsername(t *testing.T) {
 		}
 	}
 }
+
+// TestLosingTheMappedGroupEndsAccess: a user whose groups no longer map
+// (moved out at the IdP) is refused, and their open sessions end.
+func TestLosingTheMappedGroupEndsAccess(t *testing.T) {
+	t.Parallel()
+	b := setup(t, ssotest.Options{}, nil)
+	ctx := t.Context()
+	l, err := b.signIn(t, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.idp.SetGroups("alice", "alumni")
+	_, err = b.callback(t, "alice", nil)
+	refusal(t, err, http.StatusForbidden, "no mapped group (groups: alumni)")
+	var re *sso.RefusedError
+	errors.As(err, &re)
+	id := re.Identity
+	if err := b.auth.OIDCUnmapped(ctx, auth.OIDCLogin{Issuer: id.Issuer, Subject: id.Subject, Groups: id.Groups}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.auth.Session(ctx, l.Secret); !errors.Is(err, auth.ErrUnauthenticated) {
+		t.Fatalf("the session outlived the group: %v", err)
+	}
+	u, err := b.store.UserByOIDC(ctx, b.idp.Issuer, "sub-alice")
+	if err != nil || !slices.Equal(u.IdPGroups, []string{"alumni"}) {
+		t.Fatalf("user after: %+v, %v", u, err)
+	}
+	trail, _ := b.auth.AuditTrail(ctx, auth.AuditFilter{Kind: auth.AuditSessionRevoked})
+	if len(trail) != 1 || trail[0].Actor != auth.SSOActor || !strings.Contains(string(trail[0].Data), "no group") {
+		t.Fatalf("audit: %+v", trail)
+	}
+	// Someone never seen before is simply refused.
+	if err := b.auth.OIDCUnmapped(ctx, auth.OIDCLogin{Issuer: b.idp.Issuer, Subject: "sub-nobody"}); err != nil {
+		t.Fatal(err)
+	}
+}

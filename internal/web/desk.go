@@ -46,8 +46,10 @@ func (s *Server) registerDesk() {
 	d.route(get, "/login", "", d.loginPage, true)
 	d.route(post, "/login", "", d.login, true)
 	d.route(post, "/logout", viewer, d.logout, true)
-	d.route(post, sso.StartPath, "", d.ssoStart, true)
-	d.route(get, sso.CallbackPath, "", d.ssoCallback, true)
+	if s.sso != nil {
+		d.route(post, sso.StartPath, "", d.ssoStart, true)
+		d.route(get, sso.CallbackPath, "", d.ssoCallback, true)
+	}
 	d.route(get, "/", viewer, d.dashboard, true)
 	d.route(get, "/inbox", viewer, d.inbox, true)
 	d.route(get, "/tasks/new", operator, d.newTaskForm, true)

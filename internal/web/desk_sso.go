@@ -12,7 +12,6 @@ import (
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/sso"
-	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/views"
 )
 
@@ -21,14 +20,13 @@ import (
 // link). SameSite=Lax: the provider's redirect back is a top-level GET.
 const oidcCookie = "gatehouse_oidc"
 
+// The routes exist only when single sign-on is configured.
+
 // ssoStart: POST /auth/oidc/start — begins a sign-in with the identity
 // provider and sends the browser there. While the provider cannot be
 // reached, the login page says so (503).
 func (d *desk) ssoStart(c echo.Context) error {
 	next := localPath(c.FormValue("next"))
-	if d.s.sso == nil {
-		return &response.Error{Status: http.StatusNotFound, Code: response.CodeNotFound, Message: "Single sign-on is not configured."}
-	}
 	authURL, state, err := d.s.sso.Begin(c.Request().Context(), next)
 	if errors.Is(err, sso.ErrUnavailable) {
 		return d.writeLogin(c, http.StatusServiceUnavailable, views.LoginPage{Next: next})
@@ -49,9 +47,6 @@ func (d *desk) ssoStart(c echo.Context) error {
 func (d *desk) ssoCallback(c echo.Context) error {
 	r := c.Request()
 	c.Response().Header().Set("Cache-Control", "no-store")
-	if d.s.sso == nil {
-		return &response.Error{Status: http.StatusNotFound, Code: response.CodeNotFound, Message: "Single sign-on is not configured."}
-	}
 	browserState := ""
 	if ck, err := c.Cookie(oidcCookie); err == nil {
 		browserState = ck.Value
@@ -64,6 +59,13 @@ func (d *desk) ssoCallback(c echo.Context) error {
 	switch {
 	case errors.As(err, &re):
 		d.s.auth.OIDCRefused(r.Context(), "", addr, re.Reason, oidcLogin(re.Identity))
+		if re.Identity != nil {
+			// The provider vouched for the person but no group maps:
+			// whatever access they had here ends.
+			if err := d.s.auth.OIDCUnmapped(r.Context(), oidcLogin(re.Identity)); err != nil {
+				return err
+			}
+		}
 		return d.writeLogin(c, re.Status, views.LoginPage{Next: localPath(flow.Next), Error: re.Message})
 	case errors.Is(err, sso.ErrUnavailable):
 		return d.writeLogin(c, http.StatusServiceUnavailable, views.LoginPage{})

@@ -730,6 +730,45 @@ func (q *Queries) TokenTouch(ctx context.Context, id uuid.UUID) error {
 	return err
 }
 
+const userEndOIDCAccess = `-- name: UserEndOIDCAccess :one
+WITH u AS (
+    UPDATE users SET idp_groups = $1::text[], last_login_at = now(), updated_at = now()
+    WHERE id = $2::uuid
+    RETURNING id, username
+), s AS (
+    UPDATE sessions SET revoked_at = now()
+    WHERE user_id IN (SELECT id FROM u) AND revoked_at IS NULL
+    RETURNING id, user_id
+), a AS (
+    INSERT INTO audit_events (actor, kind, subject, data)
+    SELECT $3::text, 'session.revoked', s.id::text,
+           jsonb_build_object('user', u.username, 'reason', 'no group of the identity provider maps to a role any more')
+    FROM s JOIN u ON u.id = s.user_id
+)
+SELECT u.username, (SELECT count(*) FROM s)::int AS revoked FROM u
+`
+
+type UserEndOIDCAccessParams struct {
+	Groups []string
+	ID     uuid.UUID
+	Actor  string
+}
+
+type UserEndOIDCAccessRow struct {
+	Username string
+	Revoked  int32
+}
+
+// UserEndOIDCAccess is a sign-in with the identity provider whose groups
+// no longer map to a role: the user keeps the groups the provider sent and
+// every session of theirs ends (audited). No row: no such user.
+func (q *Queries) UserEndOIDCAccess(ctx context.Context, arg UserEndOIDCAccessParams) (UserEndOIDCAccessRow, error) {
+	row := q.db.QueryRow(ctx, userEndOIDCAccess, arg.Groups, arg.ID, arg.Actor)
+	var i UserEndOIDCAccessRow
+	err := row.Scan(&i.Username, &i.Revoked)
+	return i, err
+}
+
 const userGetByID = `-- name: UserGetByID :one
 SELECT id, username, password_hash, role, kinds, disabled, created_at, updated_at, email, slack_id, oidc_issuer, oidc_subject, idp_groups, last_login_at FROM users WHERE id = $1
 `
