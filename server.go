@@ -26,6 +26,7 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/runner"
 	"github.com/gatehousehq/gatehouse/internal/timekeeper"
 	"github.com/gatehousehq/gatehouse/internal/web"
+	"github.com/gatehousehq/gatehouse/internal/web/api"
 	"github.com/gatehousehq/gatehouse/internal/workflows/builtin"
 )
 
@@ -268,7 +269,7 @@ func (s *Server) builtinWorkflows(p llm.Provider) ([]graph.Workflow, error) {
 func newSender(cfg config.Config, store *postgres.Store, log *slog.Logger) *notify.Sender {
 	n := cfg.Notify
 	channels := map[string]notify.Channel{
-		notify.ChannelWebhook: notify.NewWebhooks(store, web.WebhookBody(n.PublicURL), n.WebhookAllowPrivate),
+		notify.ChannelWebhook: notify.NewWebhooks(store, api.WebhookBody(n.PublicURL), n.WebhookAllowPrivate),
 		// Approval requests' callbacks: each to its request's URL, with its
 		// secret; the body is the request as it then is.
 		notify.ChannelCallback: notify.NewCallbacks(requests.NewService(requests.Config{Store: store, PublicURL: n.PublicURL}).Callback,

@@ -148,6 +148,19 @@ func (e *Engine) Resumable(ctx context.Context, taskID string) error {
 	return gone(w.Resumable(p), &snap.Task)
 }
 
+// ResumableTask is Resumable for t as the caller has just read it: only a
+// task stored under another definition of its workflow than the running
+// one is checked; for the others (and a workflow this binary does not
+// know) nothing is read.
+func (e *Engine) ResumableTask(ctx context.Context, t *Task) error {
+	if t.DefinitionVersion != "" {
+		if w, err := e.Workflow(t.Workflow); err != nil || !DefinitionChanged(t, w) {
+			return nil
+		}
+	}
+	return e.Resumable(ctx, t.ID)
+}
+
 // gone fills in the task of a *NodeGoneError.
 func gone(err error, t *Task) error {
 	var ng *NodeGoneError

@@ -19,7 +19,7 @@ import (
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/notify"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
-	"github.com/gatehousehq/gatehouse/internal/web"
+	"github.com/gatehousehq/gatehouse/internal/web/api"
 )
 
 // hookSink is a webhook receiver on loopback that verifies every delivery
@@ -61,7 +61,7 @@ func (s *stack) withWebhook(b *testing.B) (*hookSink, func()) {
 	}
 	return sink, func() {
 		sender := notify.NewSender(notify.Config{Store: s.store, Channels: map[string]notify.Channel{
-			notify.ChannelWebhook: notify.NewWebhooks(s.store, web.WebhookBody(""), true)}})
+			notify.ChannelWebhook: notify.NewWebhooks(s.store, api.WebhookBody(""), true)}})
 		s.sender = sender
 		s.store.SetOutbox(postgres.Outbox{}.WithSender(sender))
 		sender.Start()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gatehousehq/gatehouse/internal/analytics"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
+	"github.com/gatehousehq/gatehouse/internal/web/request"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/views"
 )
@@ -24,7 +25,7 @@ const behindLimit = 200
 
 // analyticsPage: GET /analytics — the figures and charts of a period.
 func (d *desk) analyticsPage(c echo.Context) error {
-	f, err := analyticsFilter(c)
+	f, err := request.AnalyticsFilter(c)
 	if err != nil {
 		return err
 	}
@@ -104,7 +105,7 @@ func (d *desk) analyticsPage(c echo.Context) error {
 
 // analyticsTasks: GET /analytics/tasks — the interrupts behind a figure.
 func (d *desk) analyticsTasks(c echo.Context) error {
-	f, err := analyticsFilter(c)
+	f, err := request.AnalyticsFilter(c)
 	if err != nil {
 		return err
 	}

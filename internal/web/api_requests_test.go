@@ -9,10 +9,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gatehousehq/gatehouse/internal/web/api"
 )
 
 // apiRequest is a Request as the API shows it, with the 201's secret.
-type apiRequest = createRequestResponse
+type apiRequest = api.CreateRequestResponse
 
 func (b *bundle) makeRequest(t *testing.T, body any) apiRequest {
 	t.Helper()
@@ -46,7 +48,7 @@ func TestRequestCreate(t *testing.T) {
 	if !strings.Contains(string(r.body), got.InterruptID) {
 		t.Fatalf("not in the inbox: %s", r.body)
 	}
-	var task Task
+	var task api.Task
 	b.do(t, http.MethodGet, "/api/v1/tasks/"+got.ID, nil).json(t, &task)
 	if task.Workflow != "request" || task.Status != "waiting" || task.PendingInterrupt == nil ||
 		task.PendingInterrupt.Payload.Artifact == nil || !strings.Contains(task.PendingInterrupt.Payload.Artifact.Content, "\"cmd\": \"rm -rf /tmp/x\"") {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/web/api"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
@@ -41,7 +42,7 @@ func TestHappyPath(t *testing.T) {
 	if len(raw) != 16 {
 		t.Errorf("task JSON has %d keys, want 16: %s", len(raw), r.body)
 	}
-	var task Task
+	var task api.Task
 	r.json(t, &task)
 	if task.Status != "queued" || task.Workflow != "feature" || task.CurrentNode != feature.NodeAnalyze ||
 		task.PendingInterrupt != nil || string(task.Result) != "null" || task.Error != nil || task.CompletedAt != nil {
@@ -84,10 +85,10 @@ func TestHappyPath(t *testing.T) {
 		}
 		// The inbox shows it with its task.
 		r := b.do(t, http.MethodGet, "/api/v1/interrupts", nil)
-		var inbox struct{ Interrupts []Interrupt }
+		var inbox struct{ Interrupts []api.Interrupt }
 		r.json(t, &inbox)
 		if len(inbox.Interrupts) != 1 || inbox.Interrupts[0].ID != p.ID || inbox.Interrupts[0].Task == nil ||
-			*inbox.Interrupts[0].Task != (TaskRef{ID: task.ID, Title: task.Title, Workflow: "feature"}) {
+			*inbox.Interrupts[0].Task != (api.TaskRef{ID: task.ID, Title: task.Title, Workflow: "feature"}) {
 			t.Fatalf("gate %d: inbox = %s", i, r.body)
 		}
 
@@ -112,7 +113,7 @@ func TestHappyPath(t *testing.T) {
 	}
 
 	t.Run("Events", func(t *testing.T) {
-		var evs struct{ Events []Event }
+		var evs struct{ Events []api.Event }
 		b.do(t, http.MethodGet, "/api/v1/tasks/"+task.ID+"/events", nil).json(t, &evs)
 		if len(evs.Events) < 10 || evs.Events[0].Type != graph.EventTaskCreated ||
 			evs.Events[len(evs.Events)-1].Type != graph.EventTaskCompleted {
@@ -123,14 +124,14 @@ func TestHappyPath(t *testing.T) {
 				t.Fatalf("event %d = %+v", i, ev)
 			}
 		}
-		var page struct{ Events []Event }
+		var page struct{ Events []api.Event }
 		b.do(t, http.MethodGet, "/api/v1/tasks/"+task.ID+"/events?after=3&limit=2", nil).json(t, &page)
 		if len(page.Events) != 2 || page.Events[0].Seq != 4 || page.Events[1].Seq != 5 {
 			t.Fatalf("after=3&limit=2: %+v", page.Events)
 		}
 	})
 	t.Run("Artifacts", func(t *testing.T) {
-		var arts struct{ Artifacts []Artifact }
+		var arts struct{ Artifacts []api.Artifact }
 		b.do(t, http.MethodGet, "/api/v1/tasks/"+task.ID+"/artifacts", nil).json(t, &arts)
 		plans := 0
 		for _, a := range arts.Artifacts {
@@ -143,7 +144,7 @@ func TestHappyPath(t *testing.T) {
 		}
 	})
 	t.Run("Decisions", func(t *testing.T) {
-		var ds struct{ Decisions []Decision }
+		var ds struct{ Decisions []api.Decision }
 		b.do(t, http.MethodGet, "/api/v1/tasks/"+task.ID+"/decisions", nil).json(t, &ds)
 		var actions []string
 		for _, d := range ds.Decisions {
@@ -157,7 +158,7 @@ func TestHappyPath(t *testing.T) {
 		}
 	})
 	t.Run("Checkpoints", func(t *testing.T) {
-		var cps struct{ Checkpoints []Checkpoint }
+		var cps struct{ Checkpoints []api.Checkpoint }
 		b.do(t, http.MethodGet, "/api/v1/tasks/"+task.ID+"/checkpoints", nil).json(t, &cps)
 		if len(cps.Checkpoints) < 10 || cps.Checkpoints[0].Reason != "start" {
 			t.Fatalf("checkpoints = %+v", cps.Checkpoints)
@@ -168,7 +169,7 @@ func TestHappyPath(t *testing.T) {
 			}
 		}
 		step := cps.Checkpoints[2].Step
-		var one Checkpoint
+		var one api.Checkpoint
 		r := b.do(t, http.MethodGet, fmt.Sprintf("/api/v1/tasks/%s/checkpoints/%d", task.ID, step), nil)
 		r.json(t, &one)
 		if one.Step != step || len(one.State) == 0 || !json.Valid(one.State) {
@@ -211,7 +212,7 @@ func TestHappyPath(t *testing.T) {
 		}
 	})
 	t.Run("ResolvedInbox", func(t *testing.T) {
-		var inbox struct{ Interrupts []Interrupt }
+		var inbox struct{ Interrupts []api.Interrupt }
 		b.do(t, http.MethodGet, "/api/v1/interrupts?status=resolved", nil).json(t, &inbox)
 		if len(inbox.Interrupts) != 4 {
 			t.Fatalf("resolved interrupts = %d, want 4", len(inbox.Interrupts))
@@ -240,12 +241,12 @@ func TestCancelAndRetry(t *testing.T) {
 
 	w := b.waitingTask(t)
 	r := b.do(t, http.MethodPost, "/api/v1/tasks/"+w.ID+"/cancel", nil)
-	var got Task
+	var got api.Task
 	r.json(t, &got)
 	if r.status != http.StatusAccepted || got.Status != "cancelled" || got.PendingInterrupt != nil || got.CompletedAt == nil {
 		t.Fatalf("cancel: %d %s", r.status, r.body)
 	}
-	var inbox struct{ Interrupts []Interrupt }
+	var inbox struct{ Interrupts []api.Interrupt }
 	b.do(t, http.MethodGet, "/api/v1/interrupts?status=cancelled", nil).json(t, &inbox)
 	if len(inbox.Interrupts) != 1 || inbox.Interrupts[0].ID != w.PendingInterrupt.ID {
 		t.Fatalf("cancelled inbox: %+v", inbox.Interrupts)
@@ -552,7 +553,7 @@ func TestConcurrentDecisions(t *testing.T) {
 func TestPagination(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var created []Task
+	var created []api.Task
 	for i := range 7 {
 		req := featureTask(nil)
 		if i%3 == 2 {
@@ -581,10 +582,10 @@ func TestPagination(t *testing.T) {
 	}
 	rows.Close()
 
-	pages := func(t *testing.T, query string, limit int) ([]int, []Task) {
+	pages := func(t *testing.T, query string, limit int) ([]int, []api.Task) {
 		t.Helper()
 		var sizes []int
-		var all []Task
+		var all []api.Task
 		cursor := ""
 		for range 20 {
 			path := fmt.Sprintf("/api/v1/tasks?limit=%d%s", limit, query)
@@ -596,8 +597,8 @@ func TestPagination(t *testing.T) {
 				t.Fatalf("%s: %d %s", path, r.status, r.body)
 			}
 			var page struct {
-				Tasks      []Task  `json:"tasks"`
-				NextCursor *string `json:"next_cursor"`
+				Tasks      []api.Task `json:"tasks"`
+				NextCursor *string    `json:"next_cursor"`
 			}
 			r.json(t, &page)
 			sizes = append(sizes, len(page.Tasks))
@@ -610,7 +611,7 @@ func TestPagination(t *testing.T) {
 		t.Fatal("pagination does not end")
 		return nil, nil
 	}
-	ids := func(ts []Task) []string {
+	ids := func(ts []api.Task) []string {
 		var out []string
 		for _, t := range ts {
 			out = append(out, t.ID)
@@ -639,7 +640,7 @@ func TestPagination(t *testing.T) {
 		t.Errorf("status=cancelled: %v", sizes)
 	}
 	if sizes, all := pages(t, "&status=queued", 2); !slices.Equal(sizes, []int{2, 2, 1}) ||
-		slices.ContainsFunc(all, func(t Task) bool { return t.Status != "queued" }) {
+		slices.ContainsFunc(all, func(t api.Task) bool { return t.Status != "queued" }) {
 		t.Errorf("status=queued: %v", sizes)
 	}
 	if sizes, all := pages(t, "&workflow=linear", 50); !slices.Equal(sizes, []int{2}) || all[0].Workflow != "linear" ||
@@ -655,7 +656,7 @@ func TestPagination(t *testing.T) {
 
 	// A waiting task carries its pending interrupt in the list too.
 	w := b.waitingTask(t)
-	var page struct{ Tasks []Task }
+	var page struct{ Tasks []api.Task }
 	b.do(t, "GET", "/api/v1/tasks?status=waiting", nil).json(t, &page)
 	if len(page.Tasks) != 1 || page.Tasks[0].ID != w.ID || page.Tasks[0].PendingInterrupt == nil ||
 		page.Tasks[0].PendingInterrupt.Kind != feature.GatePRD {

@@ -20,6 +20,7 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/langgraph"
 	"github.com/gatehousehq/gatehouse/internal/mcp"
+	"github.com/gatehousehq/gatehouse/internal/web/api"
 	"github.com/gatehousehq/gatehouse/internal/web/request"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 )
@@ -262,7 +263,7 @@ const maxFormBody = 256 << 10
 func limitDeskBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
-		if p := r.URL.Path; p == apiPrefix || strings.HasPrefix(p, apiPrefix+"/") || langgraph.Owns(p) || p == mcp.Path || r.Body == nil || r.Body == http.NoBody {
+		if p := r.URL.Path; p == api.Prefix || strings.HasPrefix(p, api.Prefix+"/") || langgraph.Owns(p) || p == mcp.Path || r.Body == nil || r.Body == http.NoBody {
 			return next(c)
 		}
 		limit := int64(maxFormBody)

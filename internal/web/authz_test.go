@@ -26,6 +26,7 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/langgraph"
 	"github.com/gatehousehq/gatehouse/internal/mcp"
+	"github.com/gatehousehq/gatehouse/internal/web/api"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
 	"github.com/gatehousehq/gatehouse/static"
@@ -107,7 +108,7 @@ func TestRoleEndpointMatrix(t *testing.T) {
 	build := func(method, route string) built {
 		path := strings.NewReplacer(":id", readID, ":step", "1", ":name", "target").Replace(route)
 		ok := []int{http.StatusOK}
-		api := strings.HasPrefix(route, apiPrefix)
+		isAPI := strings.HasPrefix(route, api.Prefix)
 		form := func(v url.Values, expect ...int) built {
 			return built{path: path, body: v.Encode(), ctype: "application/x-www-form-urlencoded", expect: expect}
 		}
@@ -121,7 +122,7 @@ func TestRoleEndpointMatrix(t *testing.T) {
 			return built{path: path, body: string(b), ctype: "application/json", expect: []int{http.StatusCreated}}
 		case "POST /api/v1/tasks/:id/decisions":
 			id, itr := freshWaiting()
-			return built{path: apiPrefix + "/tasks/" + id + "/decisions", body: `{"interrupt_id":"` + itr + `","action":"approve"}`,
+			return built{path: api.Prefix + "/tasks/" + id + "/decisions", body: `{"interrupt_id":"` + itr + `","action":"approve"}`,
 				ctype: "application/json", expect: []int{http.StatusAccepted}}
 		case "POST /api/v1/requests":
 			return built{path: path, body: `{"kind":"matrix","title":"` + uniq("Matrix request ") + `"}`, ctype: "application/json",
@@ -130,10 +131,10 @@ func TestRoleEndpointMatrix(t *testing.T) {
 			// The task read is no request; the role check passed.
 			return built{path: path, body: "", ctype: "application/json", expect: []int{http.StatusNotFound}}
 		case "GET /api/v1/interrupts/:id":
-			return built{path: apiPrefix + "/interrupts/" + readItr, expect: ok}
+			return built{path: api.Prefix + "/interrupts/" + readItr, expect: ok}
 		case "POST /api/v1/interrupts/:id/claim", "DELETE /api/v1/interrupts/:id/claim":
 			_, itr := freshWaiting()
-			return built{path: apiPrefix + "/interrupts/" + itr + "/claim", expect: ok}
+			return built{path: api.Prefix + "/interrupts/" + itr + "/claim", expect: ok}
 		case "POST /tasks/:id/claim":
 			id, itr := freshWaiting()
 			b := form(url.Values{"interrupt_id": {itr}, "op": {"claim"}}, http.StatusSeeOther)
@@ -141,7 +142,7 @@ func TestRoleEndpointMatrix(t *testing.T) {
 			return b
 		case "POST /api/v1/tasks/:id/cancel":
 			id := e.createFeature(uniq("Matrix cancel "))
-			return built{path: apiPrefix + "/tasks/" + id + "/cancel", expect: []int{http.StatusAccepted}}
+			return built{path: api.Prefix + "/tasks/" + id + "/cancel", expect: []int{http.StatusAccepted}}
 		case "POST /api/v1/tasks/:id/retry", "POST /tasks/:id/retry":
 			// Only a failed task retries: a waiting one is a conflict, once
 			// the caller may retry at all.
@@ -210,7 +211,7 @@ func TestRoleEndpointMatrix(t *testing.T) {
 		if method == http.MethodPost {
 			t.Fatalf("route %s %s: the matrix has no valid request for it; add one", method, route)
 		}
-		if api {
+		if isAPI {
 			return built{path: path, expect: ok}
 		}
 		return built{path: path, expect: ok}
@@ -239,7 +240,7 @@ func TestRoleEndpointMatrix(t *testing.T) {
 			t.Errorf("route %s declares no role", key)
 			continue
 		}
-		api := strings.HasPrefix(rt.Path, apiPrefix)
+		isAPI := strings.HasPrefix(rt.Path, api.Prefix)
 		for _, c := range creds {
 			var b built
 			allowed := need == "" || c.role != "" && c.role.Allows(need)
@@ -260,7 +261,7 @@ func TestRoleEndpointMatrix(t *testing.T) {
 			body := b.body
 			switch {
 			case c.role == "":
-			case api:
+			case isAPI:
 				header["Authorization"] = "Bearer " + c.token
 			default:
 				sess := c.sess
@@ -289,7 +290,7 @@ func TestRoleEndpointMatrix(t *testing.T) {
 			switch {
 			case !allowed && c.role == "":
 				want := http.StatusUnauthorized
-				if !api && rt.Method == http.MethodGet {
+				if !isAPI && rt.Method == http.MethodGet {
 					// (A websocket handshake is 401: TestWebsocketAuth.)
 					want = http.StatusSeeOther
 					if loc := h.Get("Location"); !strings.HasPrefix(loc, "/login?next=") {
@@ -510,7 +511,7 @@ func TestSeparationOfDutiesHTTP(t *testing.T) {
 	if r.status != http.StatusCreated {
 		t.Fatalf("create: %d %s", r.status, r.body)
 	}
-	var task Task
+	var task api.Task
 	r.json(t, &task)
 	if out := b.run(t, task.ID); out.Status != graph.StatusWaiting || out.Interrupt.Kind != "merge" {
 		t.Fatalf("run to merge: %+v", out)
@@ -608,7 +609,7 @@ func TestTwoApprovers(t *testing.T) {
 	if r.status != http.StatusAccepted {
 		t.Fatalf("first approval: %d %s", r.status, r.body)
 	}
-	var got Task
+	var got api.Task
 	r.json(t, &got)
 	if got.Status != "waiting" || got.PendingInterrupt == nil || got.PendingInterrupt.ID != merge.ID ||
 		got.PendingInterrupt.Approvals.Progress != "1 of 2 approvals" || strings.Join(got.PendingInterrupt.Approvals.Approvers, ",") != "token:ann" {
@@ -948,9 +949,9 @@ func TestAuditTrail(t *testing.T) {
 	}
 
 	var out struct {
-		Events []AuditEvent `json:"events"`
+		Events []api.AuditEvent `json:"events"`
 	}
-	get := func(q string) []AuditEvent {
+	get := func(q string) []api.AuditEvent {
 		t.Helper()
 		status, _, body := send(t, "GET", e.base+"/api/v1/audit?"+q, nil, map[string]string{"Authorization": "Bearer " + testToken})
 		if status != http.StatusOK {
@@ -962,7 +963,7 @@ func TestAuditTrail(t *testing.T) {
 		}
 		return out.Events
 	}
-	kinds := func(evs []AuditEvent) string {
+	kinds := func(evs []api.AuditEvent) string {
 		var k []string
 		for _, e := range evs {
 			k = append(k, e.Actor+":"+e.Kind)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/web/api"
 )
 
 // tokens makes an API token per name with role, returning "Bearer …".
@@ -67,7 +68,7 @@ func TestClaims(t *testing.T) {
 		t.Fatalf("20 concurrent claims: %v", codes)
 	}
 	holderName := auth.TokenPrincipalName(holder)
-	var got Interrupt
+	var got api.Interrupt
 	b.do(t, http.MethodGet, "/api/v1/interrupts/"+itr.ID, nil).json(t, &got)
 	if got.ClaimedBy == nil || *got.ClaimedBy != holderName || got.ClaimExpiresAt == nil {
 		t.Fatalf("GET interrupt: %+v", got)
@@ -126,7 +127,7 @@ func TestClaims(t *testing.T) {
 		t.Errorf("audit of the take-over: %+v", audit.Events)
 	}
 	var evs struct {
-		Events []Event `json:"events"`
+		Events []api.Event `json:"events"`
 	}
 	b.do(t, http.MethodGet, "/api/v1/tasks/"+task.ID+"/events", nil).json(t, &evs)
 	var types []string
@@ -163,9 +164,9 @@ func TestClaims(t *testing.T) {
 // TestClaimTTL: the server's claim TTL sets claim_expires_at.
 func TestClaimTTL(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{token: testToken, tweak: func(s *Server) { s.claimTTL = 90 * time.Second }})
+	b := setup(t, setupOpts{token: testToken, claimTTL: 90 * time.Second})
 	task := b.waitingTask(t)
-	var got Interrupt
+	var got api.Interrupt
 	r := b.do(t, http.MethodPost, "/api/v1/interrupts/"+task.PendingInterrupt.ID+"/claim", nil)
 	r.json(t, &got)
 	if got.ClaimExpiresAt == nil {
@@ -205,14 +206,14 @@ func TestPayloadSHA256(t *testing.T) {
 		t.Fatalf("same: %d %s", r.status, r.body)
 	}
 	var ds struct {
-		Decisions []Decision `json:"decisions"`
+		Decisions []api.Decision `json:"decisions"`
 	}
 	b.do(t, http.MethodGet, "/api/v1/tasks/"+task.ID+"/decisions", nil).json(t, &ds)
 	if len(ds.Decisions) != 1 || ds.Decisions[0].PayloadSHA256 != itr.PayloadSHA256 {
 		t.Errorf("decisions: %+v", ds.Decisions)
 	}
 	var evs struct {
-		Events []Event `json:"events"`
+		Events []api.Event `json:"events"`
 	}
 	b.do(t, http.MethodGet, "/api/v1/tasks/"+task.ID+"/events", nil).json(t, &evs)
 	found := false

@@ -262,7 +262,7 @@ func (d *desk) auditPage(c echo.Context) error {
 	page := views.AuditPage{Actor: c.QueryParam("actor"), Kind: c.QueryParam("kind"), Since: c.QueryParam("since"),
 		Until: c.QueryParam("until")}
 	page.Page = d.pageMeta(ctx, "Audit trail", "audit")
-	f, err := auditFilter(c)
+	f, err := request.AuditFilter(c)
 	if err != nil {
 		page.Error = response.Sentence(response.Of(err).Message)
 		return response.Page(c, http.StatusBadRequest, views.AuditView(page))

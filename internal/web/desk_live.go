@@ -122,7 +122,7 @@ func (d *desk) runLive(p livePage) {
 	go func() {
 		defer close(readerDone)
 		defer cancel()
-		conn.SetReadLimit(maxClientMessage)
+		conn.SetReadLimit(socket.MaxClientMessage)
 		_ = conn.SetReadDeadline(time.Now().Add(s.sockets.PongWait))
 		conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(s.sockets.PongWait)) })
 		for {

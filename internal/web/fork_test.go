@@ -13,6 +13,7 @@ import (
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/graph/graphtest"
 	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/web/api"
 )
 
 // taskRows is every row of one task in every table, as JSON text: what
@@ -43,24 +44,24 @@ func (b *bundle) taskRows(t *testing.T, id string) map[string]string {
 	return out
 }
 
-func (b *bundle) checkpoints(t *testing.T, id string) []Checkpoint {
+func (b *bundle) checkpoints(t *testing.T, id string) []api.Checkpoint {
 	t.Helper()
 	r := b.do(t, http.MethodGet, "/api/v1/tasks/"+id+"/checkpoints", nil)
 	if r.status != http.StatusOK {
 		t.Fatalf("checkpoints: %d %s", r.status, r.body)
 	}
-	var out struct{ Checkpoints []Checkpoint }
+	var out struct{ Checkpoints []api.Checkpoint }
 	r.json(t, &out)
 	return out.Checkpoints
 }
 
-func (b *bundle) events(t *testing.T, id string) []Event {
+func (b *bundle) events(t *testing.T, id string) []api.Event {
 	t.Helper()
 	r := b.do(t, http.MethodGet, "/api/v1/tasks/"+id+"/events", nil)
 	if r.status != http.StatusOK {
 		t.Fatalf("events: %d %s", r.status, r.body)
 	}
-	var out struct{ Events []Event }
+	var out struct{ Events []api.Event }
 	r.json(t, &out)
 	return out.Events
 }
@@ -88,10 +89,10 @@ func TestForkAPI(t *testing.T) {
 	if r.status != http.StatusCreated {
 		t.Fatalf("fork: %d %s", r.status, r.body)
 	}
-	var fork Task
+	var fork api.Task
 	r.json(t, &fork)
 	if fork.ID == src.ID || fork.Workflow != "feature" || fork.Title != "Parquet instead" || fork.Status != "queued" ||
-		fork.ForkedFrom == nil || *fork.ForkedFrom != (ForkRef{TaskID: src.ID, Step: step}) ||
+		fork.ForkedFrom == nil || *fork.ForkedFrom != (api.ForkRef{TaskID: src.ID, Step: step}) ||
 		fork.DefinitionVersion == "" || fork.DefinitionChanged || string(fork.Input) != string(src.Input) {
 		t.Fatalf("fork %+v", fork)
 	}
@@ -142,7 +143,7 @@ func TestForkAPI(t *testing.T) {
 		}
 	}
 	r = b.do(t, http.MethodGet, "/api/v1/tasks/"+src.ID+"/forks", nil)
-	var forks taskList
+	var forks api.TaskList
 	r.json(t, &forks)
 	if r.status != http.StatusOK || len(forks.Tasks) != 1 || forks.Tasks[0].ID != fork.ID {
 		t.Errorf("forks of the source: %d %s", r.status, r.body)
@@ -151,7 +152,7 @@ func TestForkAPI(t *testing.T) {
 	t.Run("AtTheGate", func(t *testing.T) {
 		gate := step + 1
 		r := b.do(t, http.MethodPost, "/api/v1/tasks/"+src.ID+"/fork", map[string]any{"step": gate})
-		var f Task
+		var f api.Task
 		r.json(t, &f)
 		if r.status != http.StatusCreated || f.Status != "waiting" || f.PendingInterrupt == nil ||
 			f.PendingInterrupt.Kind != "prd" || f.PendingInterrupt.ID == src.PendingInterrupt.ID ||
@@ -159,7 +160,7 @@ func TestForkAPI(t *testing.T) {
 			t.Fatalf("fork at the gate: %d %s", r.status, r.body)
 		}
 		r = b.do(t, http.MethodGet, "/api/v1/tasks/"+src.ID+"/forks", nil)
-		var forks taskList
+		var forks api.TaskList
 		r.json(t, &forks)
 		if len(forks.Tasks) != 2 || forks.Tasks[1].PendingInterrupt == nil || forks.Tasks[1].PendingInterrupt.ID != f.PendingInterrupt.ID {
 			t.Errorf("forks list: %s", r.body)
@@ -278,7 +279,7 @@ func TestDefinitionChanged(t *testing.T) {
 		t.Errorf("fork whose next node is gone: %d %s", r.status, r.body)
 	}
 	r = at(cur).do(t, http.MethodPost, "/api/v1/tasks/"+task.ID+"/fork", map[string]any{"step": 0})
-	var f Task
+	var f api.Task
 	r.json(t, &f)
 	if r.status != http.StatusCreated || f.DefinitionChanged || f.DefinitionVersion != graphtest.Review(2).Version() {
 		t.Fatalf("fork from the start under v2: %d %s", r.status, r.body)

@@ -10,6 +10,7 @@ import (
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/mcp"
+	"github.com/gatehousehq/gatehouse/internal/web/api"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/internal/workflows/request"
 )
@@ -27,7 +28,7 @@ func (s *Server) mountMCP() {
 // taskSchema is the JSON Schema of §7's Task.
 func taskSchema() *jsonschema.Schema {
 	obj := &jsonschema.Schema{Type: "object"}
-	return mcp.SchemaFor[Task](map[string]*jsonschema.Schema{"input": obj, "options": obj})
+	return mcp.SchemaFor[api.Task](map[string]*jsonschema.Schema{"input": obj, "options": obj})
 }
 
 // explainProblem is the API's answer to err, for an MCP tool error.
@@ -58,13 +59,13 @@ func (m mcpTasks) StartTask(ctx context.Context, p auth.Principal, in mcp.StartT
 	if strings.TrimSpace(in.Workflow) == request.Name {
 		return nil, response.BadRequest("workflow", "requests are made with request_approval or ask_human")
 	}
-	t, err := m.s.startTask(ctx, p, createTaskRequest{Workflow: in.Workflow, Title: in.Title, Input: in.Input, Options: in.Options}, mcp.Via)
+	t, err := m.s.api.StartTask(ctx, p, api.CreateTaskRequest{Workflow: in.Workflow, Title: in.Title, Input: in.Input, Options: in.Options}, mcp.Via)
 	if err != nil {
 		return nil, err
 	}
-	return m.s.taskView(ctx, p, t.ID)
+	return m.s.api.TaskView(ctx, p, t.ID)
 }
 
 func (m mcpTasks) Task(ctx context.Context, p auth.Principal, id string) (any, error) {
-	return m.s.taskView(ctx, p, id)
+	return m.s.api.TaskView(ctx, p, id)
 }

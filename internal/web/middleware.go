@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehousehq/gatehouse/internal/langgraph"
+	"github.com/gatehousehq/gatehouse/internal/web/api"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 )
 
@@ -70,7 +71,7 @@ func onAPI(mw echo.MiddlewareFunc) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		wrapped := mw(next)
 		return func(c echo.Context) error {
-			if p := c.Request().URL.Path; p == apiPrefix || strings.HasPrefix(p, apiPrefix+"/") {
+			if p := c.Request().URL.Path; p == api.Prefix || strings.HasPrefix(p, api.Prefix+"/") {
 				return wrapped(c)
 			}
 			return next(c)

@@ -426,8 +426,8 @@ func (d *desk) createTaskForm(c echo.Context) error {
 		gates[g.Option] = !g.Human
 	}
 	title := strings.Join(strings.Fields(m.Title), " ")
-	if utf8.RuneCountInString(title) > maxTitle {
-		m.TitleErr, failed = fmt.Sprintf("Keep the title under %d characters.", maxTitle), true
+	if utf8.RuneCountInString(title) > request.MaxTitle {
+		m.TitleErr, failed = fmt.Sprintf("Keep the title under %d characters.", request.MaxTitle), true
 	}
 	if failed {
 		m.FormError = "Some fields need attention."

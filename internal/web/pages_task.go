@@ -863,7 +863,7 @@ func (d *desk) retryForm(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := d.s.resumable(ctx, t); err != nil {
+		if err := d.s.engine.ResumableTask(ctx, t); err != nil {
 			return err
 		}
 		if err := d.s.store.Retry(ctx, id, who); err != nil {

@@ -43,7 +43,7 @@ func loadScale(tb testing.TB, pool *pgxpool.Pool) {
 	for i := range ids {
 		ids[i] = uuid.New()
 	}
-	// Task i was created i seconds before the oldest runnable one: the
+	// api.Task i was created i seconds before the oldest runnable one: the
 	// waiting ones are the newest, then the ended ones over ~10 days.
 	created := func(i int) time.Time { return now.Add(-time.Duration(i+1) * time.Second) }
 	i := 0

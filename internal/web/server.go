@@ -24,6 +24,7 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/requests"
 	"github.com/gatehousehq/gatehouse/internal/sso"
+	"github.com/gatehousehq/gatehouse/internal/web/api"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/internal/web/slack"
 	"github.com/gatehousehq/gatehouse/internal/web/socket"
@@ -83,8 +84,9 @@ type Deps struct {
 	SSO *sso.Client
 }
 
-// apiPrefix is where the JSON API lives.
-const apiPrefix = "/api/v1"
+// DefaultClaimTTL is how long a claim lasts when GATEHOUSE_CLAIM_TTL is
+// not set.
+const DefaultClaimTTL = 30 * time.Minute
 
 // readyTimeout bounds the readiness check.
 const readyTimeout = 3 * time.Second
@@ -110,8 +112,7 @@ type Server struct {
 	// roles is the least role of every route ("" public), by "METHOD path".
 	roles map[string]auth.Role
 
-	e       *echo.Echo
-	openapi []byte
+	e *echo.Echo
 	// sockets are the websockets of the event stream and the live pages.
 	sockets *socket.Group
 
@@ -126,6 +127,8 @@ type Server struct {
 
 	webhookAllowPrivate bool
 	outboxRetention     time.Duration
+	// api serves /api/v1 (and MCP's tools through it).
+	api *api.Handler
 	// slack answers Slack's callbacks.
 	slack *slack.Handler
 }
@@ -165,7 +168,6 @@ func New(d Deps) *Server {
 	if s.claimTTL <= 0 {
 		s.claimTTL = DefaultClaimTTL
 	}
-	s.openapi = openAPIDocument(d.Version)
 
 	s.slack = slack.New(slack.Deps{Store: d.Store, Decider: s.decider, SigningSecret: d.SlackSigningSecret,
 		Logger: log.With("component", "slack")})
@@ -189,7 +191,7 @@ func New(d Deps) *Server {
 }
 
 func (s *Server) routes() {
-	get, post := http.MethodGet, http.MethodPost
+	get := http.MethodGet
 	s.route(get, "/healthz", "", s.healthz)
 	s.route(get, "/readyz", "", s.readyz)
 	if s.metrics != nil {
@@ -198,37 +200,14 @@ func (s *Server) routes() {
 
 	// The API: authenticate (pre-routing) said who; each route says the
 	// least role it needs (roles are cumulative).
-	viewer, operator, approver, admin := auth.RoleViewer, auth.RoleOperator, auth.RoleApprover, auth.RoleAdmin
-	api := func(method, path string, role auth.Role, h echo.HandlerFunc) {
-		s.route(method, apiPrefix+path, role, h)
+	var hub api.Follower
+	if s.hub != nil {
+		hub = s.hub
 	}
-	api(get, "/openapi.json", viewer, s.openAPI)
-	api(get, "/workflows", viewer, s.listWorkflows)
-	api(post, "/tasks", operator, s.createTask)
-	api(get, "/tasks", viewer, s.listTasks)
-	api(get, "/tasks/:id", viewer, s.getTask)
-	api(get, "/tasks/:id/state", viewer, s.getState)
-	api(get, "/tasks/:id/checkpoints", viewer, s.listCheckpoints)
-	api(get, "/tasks/:id/checkpoints/:step", viewer, s.getCheckpoint)
-	api(get, "/tasks/:id/events", viewer, s.listEvents)
-	api(get, "/tasks/:id/artifacts", viewer, s.listArtifacts)
-	api(get, "/tasks/:id/decisions", viewer, s.listDecisions)
-	api(post, "/tasks/:id/decisions", approver, s.decide)
-	api(post, "/tasks/:id/cancel", operator, s.cancelTask)
-	api(post, "/tasks/:id/retry", operator, s.retryTask)
-	api(post, "/tasks/:id/fork", operator, s.forkTask)
-	api(get, "/tasks/:id/forks", viewer, s.listForks)
-	api(get, "/tasks/:id/stream", viewer, s.stream)
-	api(get, "/interrupts", viewer, s.listInterrupts)
-	api(get, "/interrupts/:id", viewer, s.getInterrupt)
-	api(post, "/interrupts/:id/claim", approver, s.claimInterrupt)
-	api(http.MethodDelete, "/interrupts/:id/claim", approver, s.releaseInterrupt)
-	api(post, "/requests", operator, s.createRequest)
-	api(get, "/requests", viewer, s.listRequests)
-	api(get, "/requests/:id", viewer, s.getRequest)
-	api(post, "/requests/:id/cancel", operator, s.cancelRequest)
-	api(get, "/audit", admin, s.auditAPI)
-	api(get, "/analytics", viewer, s.analyticsAPI)
+	s.api = api.New(api.Deps{Engine: s.engine, Store: s.store, Hub: hub, Audit: s.auth, Decider: s.decider, Wake: s.wake,
+		Sockets: s.sockets, Recheck: s.recheck, ClaimTTL: s.claimTTL, Requests: s.requests, Version: s.version,
+		Logger: s.log})
+	s.api.Register(router{s})
 
 	// Slack's interactivity callbacks: signed by Slack, not a principal.
 	s.slack.Register(router{s})
@@ -324,4 +303,29 @@ type router struct{ s *Server }
 // Route adds a route with the least role it needs ("" public).
 func (r router) Route(method, path string, role auth.Role, h echo.HandlerFunc) {
 	r.s.route(method, path, role, h)
+}
+
+// healthz: GET /healthz — the process answers.
+func (s *Server) healthz(c echo.Context) error {
+	return response.JSON(c, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz: GET /readyz — the database is reachable and migrated.
+func (s *Server) readyz(c echo.Context) error {
+	if s.ready != nil {
+		ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
+		defer cancel()
+		if err := s.ready(ctx); err != nil {
+			s.log.Warn("not ready", "error", err)
+			return response.JSON(c, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": err.Error()})
+		}
+	}
+	return response.JSON(c, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// wakeRunner hands work to this replica's runner (NOTIFY tells others).
+func (s *Server) wakeRunner() {
+	if s.wake != nil {
+		s.wake()
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
 	"github.com/gatehousehq/gatehouse/internal/requests"
+	"github.com/gatehousehq/gatehouse/internal/web/api"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
@@ -51,9 +52,10 @@ type setupOpts struct {
 	token string
 	// policy is the approval policy; nil: none (the bootstrap token creates
 	// and approves its own tasks, as the API tests do).
-	policy  *auth.Policy
-	noStart bool            // do not start an httptest server (the test calls srv.Start)
-	tweak   func(s *Server) // adjusts the server before it serves
+	policy   *auth.Policy
+	noStart  bool            // do not start an httptest server (the test calls srv.Start)
+	tweak    func(s *Server) // adjusts the server before it serves
+	claimTTL time.Duration   // Deps.ClaimTTL
 }
 
 func setup(t *testing.T, opts ...setupOpts) *bundle {
@@ -103,7 +105,7 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 		t.Fatalf("NewEngine: %v", err)
 	}
 	b := &bundle{pool: pool, store: store, engine: engine, stub: stub, hub: hub}
-	b.srv = New(Deps{Engine: engine, Store: store, Hub: hub, Wake: b.wake, BootstrapToken: o.token,
+	b.srv = New(Deps{Engine: engine, Store: store, Hub: hub, Wake: b.wake, BootstrapToken: o.token, ClaimTTL: o.claimTTL,
 		Decider: auth.NewDecider(engine, store, policy, log, auth.WithWorker(auth.WakeWorker(b.wake)), auth.WithDecisionCheck(requests.CheckDecision)),
 		Ready:   func(ctx context.Context) error { return postgres.Ready(ctx, pool) }, Logger: log, Version: "test"})
 	if o.tweak != nil {
@@ -205,13 +207,13 @@ func featureTask(gates map[string]bool) map[string]any {
 }
 
 // create starts a task through the API.
-func (b *bundle) create(t *testing.T, req any) Task {
+func (b *bundle) create(t *testing.T, req any) api.Task {
 	t.Helper()
 	r := b.do(t, http.MethodPost, "/api/v1/tasks", req)
 	if r.status != http.StatusCreated {
 		t.Fatalf("create: %d %s", r.status, r.body)
 	}
-	var task Task
+	var task api.Task
 	r.json(t, &task)
 	return task
 }
@@ -232,32 +234,32 @@ func (b *bundle) run(t *testing.T, id string) graph.Outcome {
 }
 
 // getTask reads a task through the API.
-func (b *bundle) getTask(t *testing.T, id string) Task {
+func (b *bundle) getTask(t *testing.T, id string) api.Task {
 	t.Helper()
 	r := b.do(t, http.MethodGet, "/api/v1/tasks/"+id, nil)
 	if r.status != http.StatusOK {
 		t.Fatalf("get task: %d %s", r.status, r.body)
 	}
-	var task Task
+	var task api.Task
 	r.json(t, &task)
 	return task
 }
 
 // decide posts a decision and expects 202.
-func (b *bundle) decide(t *testing.T, taskID string, body map[string]any) Task {
+func (b *bundle) decide(t *testing.T, taskID string, body map[string]any) api.Task {
 	t.Helper()
 	r := b.do(t, http.MethodPost, "/api/v1/tasks/"+taskID+"/decisions", body)
 	if r.status != http.StatusAccepted {
 		t.Fatalf("decide %v: %d %s", body, r.status, r.body)
 	}
-	var task Task
+	var task api.Task
 	r.json(t, &task)
 	return task
 }
 
 // waitingTask creates a feature task with human gates and runs it to its
 // first interrupt (prd).
-func (b *bundle) waitingTask(t *testing.T) Task {
+func (b *bundle) waitingTask(t *testing.T) api.Task {
 	t.Helper()
 	task := b.create(t, featureTask(map[string]bool{}))
 	if out := b.run(t, task.ID); out.Status != graph.StatusWaiting {

@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/gatehousehq/gatehouse/graph"
+	"github.com/gatehousehq/gatehouse/internal/web/api"
 )
 
 // dial opens the event stream of a task.
@@ -33,9 +34,9 @@ func (b *bundle) dial(t *testing.T, base, taskID string, after int64) *websocket
 }
 
 // readUntil reads events until one of type typ (included) arrives.
-func readUntil(t *testing.T, conn *websocket.Conn, typ string) []Event {
+func readUntil(t *testing.T, conn *websocket.Conn, typ string) []api.Event {
 	t.Helper()
-	var out []Event
+	var out []api.Event
 	for {
 		_ = conn.SetReadDeadline(time.Now().Add(15 * time.Second))
 		mt, msg, err := conn.ReadMessage()
@@ -45,7 +46,7 @@ func readUntil(t *testing.T, conn *websocket.Conn, typ string) []Event {
 		if mt != websocket.TextMessage {
 			t.Fatalf("message type %d", mt)
 		}
-		var ev Event
+		var ev api.Event
 		if err := json.Unmarshal(msg, &ev); err != nil {
 			t.Fatalf("event %s: %v", msg, err)
 		}
@@ -57,7 +58,7 @@ func readUntil(t *testing.T, conn *websocket.Conn, typ string) []Event {
 }
 
 // checkSeqs fails unless evs are seqs from, from+1, … and match the table.
-func (b *bundle) checkSeqs(t *testing.T, taskID string, evs []Event, from int64) {
+func (b *bundle) checkSeqs(t *testing.T, taskID string, evs []api.Event, from int64) {
 	t.Helper()
 	stored, err := b.store.Events(context.Background(), taskID, from-1, len(evs))
 	if err != nil {
@@ -67,7 +68,7 @@ func (b *bundle) checkSeqs(t *testing.T, taskID string, evs []Event, from int64)
 		t.Fatalf("got %d events, table has %d from seq %d", len(evs), len(stored), from)
 	}
 	for i, ev := range evs {
-		want := eventJSON(&stored[i])
+		want := api.EventOf(&stored[i])
 		if ev.Seq != from+int64(i) || ev.Seq != want.Seq || ev.Type != want.Type || ev.TaskID != taskID || ev.At != want.At {
 			t.Fatalf("event %d = %+v, want %+v", i, ev, want)
 		}

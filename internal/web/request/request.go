@@ -18,6 +18,10 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 )
 
+// MaxTitle is the longest title, in characters, a request may give a
+// task.
+const MaxTitle = 200
+
 // Context keys.
 const (
 	principalKey = "gatehouse.principal"

@@ -28,6 +28,10 @@ const (
 	closeWait = time.Second
 )
 
+// MaxClientMessage bounds what a client may send on a socket (it is read
+// and dropped).
+const MaxClientMessage = 4096
+
 // SessionEnded is the close code of a socket whose credentials ended
 // (1008 policy violation: htmx-ext-ws does not reconnect; the page's script
 // goes to the login page).

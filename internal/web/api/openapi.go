@@ -1,4 +1,4 @@
-package web
+package api
 
 import (
 	_ "embed"
@@ -34,6 +34,6 @@ func openAPIDocument(version string) []byte {
 }
 
 // openAPI: GET /api/v1/openapi.json.
-func (s *Server) openAPI(c echo.Context) error {
-	return c.JSONBlob(http.StatusOK, s.openapi)
+func (h *Handler) openAPI(c echo.Context) error {
+	return c.JSONBlob(http.StatusOK, h.openapi)
 }

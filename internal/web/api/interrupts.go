@@ -1,4 +1,4 @@
-package web
+package api
 
 import (
 	"encoding/json"
@@ -38,7 +38,7 @@ type decisionRequest struct {
 // an approval short of the number leaves the interrupt pending, its
 // approvals saying "1 of 2 approvals". The decision is committed before
 // the answer is written; the task runs on a worker.
-func (s *Server) decide(c echo.Context) error {
+func (h *Handler) decide(c echo.Context) error {
 	id, err := request.PathID(c)
 	if err != nil {
 		return err
@@ -51,19 +51,19 @@ func (s *Server) decide(c echo.Context) error {
 	who := request.Principal(c)
 	// The task and the interrupt named, in one statement: the Decider
 	// checks and records on them without reading either again.
-	t, itr, err := s.store.DecisionSubject(ctx, id, req.InterruptID)
+	t, itr, err := h.store.DecisionSubject(ctx, id, req.InterruptID)
 	if err != nil {
 		return err
 	}
 	if err := request.MayRead(who, t); err != nil {
 		return err
 	}
-	out, err := s.decider.DecideOn(ctx, who, auth.Subject{Task: t, Interrupt: itr}, graph.DecisionInput{
+	out, err := h.decider.DecideOn(ctx, who, auth.Subject{Task: t, Interrupt: itr}, graph.DecisionInput{
 		InterruptID: req.InterruptID, Action: req.Action, Feedback: req.Feedback, Value: req.Value,
 		PayloadSHA256: req.PayloadSHA256})
 	if errors.Is(err, graph.ErrInterruptNotFound) {
 		// Say which is missing: the task or its interrupt.
-		if _, terr := s.store.Task(ctx, id); terr != nil {
+		if _, terr := h.store.Task(ctx, id); terr != nil {
 			return terr
 		}
 	}
@@ -73,9 +73,9 @@ func (s *Server) decide(c echo.Context) error {
 	if out.Pending() {
 		// One approval of several: the interrupt waits on with one more
 		// approver, and the task moved too (its approval event).
-		return s.renderTask(c, http.StatusAccepted, id)
+		return h.renderTask(c, http.StatusAccepted, id)
 	}
-	return response.JSON(c, http.StatusAccepted, s.taskJSON(decidedTask(t, out.Decision), nil))
+	return response.JSON(c, http.StatusAccepted, h.taskJSON(decidedTask(t, out.Decision), nil))
 }
 
 // leased reports a decision that leased its task to a worker here.
@@ -116,12 +116,12 @@ func decodeDecision(c echo.Context) (decisionRequest, error) {
 }
 
 // listDecisions: GET /api/v1/tasks/:id/decisions → oldest first.
-func (s *Server) listDecisions(c echo.Context) error {
-	t, err := s.taskOf(c)
+func (h *Handler) listDecisions(c echo.Context) error {
+	t, err := h.taskOf(c)
 	if err != nil {
 		return err
 	}
-	ds, err := s.store.Decisions(c.Request().Context(), t.ID)
+	ds, err := h.store.Decisions(c.Request().Context(), t.ID)
 	if err != nil {
 		return err
 	}
@@ -136,7 +136,7 @@ func (s *Server) listDecisions(c echo.Context) error {
 
 // listInterrupts: GET /api/v1/interrupts?status=pending&kind=&limit= → the
 // inbox, oldest first, each with its task.
-func (s *Server) listInterrupts(c echo.Context) error {
+func (h *Handler) listInterrupts(c echo.Context) error {
 	status := c.QueryParam("status")
 	switch status {
 	case "":
@@ -150,7 +150,7 @@ func (s *Server) listInterrupts(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	entries, err := s.store.ListInterrupts(ctx, postgres.InterruptFilter{Status: status,
+	entries, err := h.store.ListInterrupts(ctx, postgres.InterruptFilter{Status: status,
 		Kind: strings.TrimSpace(c.QueryParam("kind")), Limit: int(limit)})
 	if err != nil {
 		return err
@@ -166,7 +166,7 @@ func (s *Server) listInterrupts(c echo.Context) error {
 		}
 		itr := inboxJSON(e)
 		if e.Interrupt.Status == graph.InterruptPending {
-			if itr.Approvals, err = s.approvalsOf(ctx, &e.Interrupt); err != nil {
+			if itr.Approvals, err = h.approvalsOf(ctx, &e.Interrupt); err != nil {
 				return err
 			}
 		}

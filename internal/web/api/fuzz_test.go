@@ -1,4 +1,4 @@
-package web
+package api
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 // is decoded without panicking into trimmed fields with a value that is
 // valid JSON or none, or refused with a 400 (413 over the limit) naming
 // what is wrong; what it decodes encodes and decodes again to the same.
-// Run: go test -run '^$' -fuzz '^FuzzDecodeDecision$' ./internal/web
+// Run: go test -run '^$' -fuzz '^FuzzDecodeDecision$' ./internal/web/api
 func FuzzDecodeDecision(f *testing.F) {
 	for _, seed := range []string{
 		`{"interrupt_id":"7d0e1f1e-6a1b-4d9e-9d0c-2c3f8b4b5a10","action":"approve"}`,

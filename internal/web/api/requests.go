@@ -1,4 +1,4 @@
-package web
+package api
 
 // Approval requests from any agent (SPEC §16): /api/v1/requests, over
 // package requests (the MCP server uses the same service).
@@ -15,21 +15,21 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 )
 
-// createRequestResponse is a Request with its callback secret, in the 201
+// CreateRequestResponse is a Request with its callback secret, in the 201
 // (and to the same principal on an idempotent repeat) only.
-type createRequestResponse struct {
+type CreateRequestResponse struct {
 	requests.Request
 	CallbackSecret string `json:"callback_secret,omitempty"`
 }
 
 // createRequest: POST /api/v1/requests → 201 Request; 200 for an
 // idempotent repeat; 409 for a key reused with another body.
-func (s *Server) createRequest(c echo.Context) error {
+func (h *Handler) createRequest(c echo.Context) error {
 	var in requests.CreateInput
 	if err := request.DecodeJSON(c, &in); err != nil {
 		return err
 	}
-	r, created, secret, err := s.requests.Create(c.Request().Context(), request.Principal(c), in, requests.ViaAPI)
+	r, created, secret, err := h.requests.Create(c.Request().Context(), request.Principal(c), in, requests.ViaAPI)
 	if err != nil {
 		return err
 	}
@@ -37,14 +37,14 @@ func (s *Server) createRequest(c echo.Context) error {
 	if created {
 		status = http.StatusCreated
 	}
-	c.Response().Header().Set(echo.HeaderLocation, apiPrefix+"/requests/"+r.ID)
-	return c.JSON(status, createRequestResponse{Request: r, CallbackSecret: secret})
+	c.Response().Header().Set(echo.HeaderLocation, Prefix+"/requests/"+r.ID)
+	return c.JSON(status, CreateRequestResponse{Request: r, CallbackSecret: secret})
 }
 
 // getRequest: GET /api/v1/requests/:id?wait=30s → 200 Request: at once
 // when it is no longer pending, else within 100 ms of its decision, or at
 // wait (at most 60 s).
-func (s *Server) getRequest(c echo.Context) error {
+func (h *Handler) getRequest(c echo.Context) error {
 	var wait time.Duration
 	if raw := strings.TrimSpace(c.QueryParam("wait")); raw != "" {
 		d, err := time.ParseDuration(raw)
@@ -53,7 +53,7 @@ func (s *Server) getRequest(c echo.Context) error {
 		}
 		wait = d
 	}
-	r, err := s.requests.Wait(c.Request().Context(), c.Param("id"), wait)
+	r, err := h.requests.Wait(c.Request().Context(), c.Param("id"), wait)
 	if err != nil {
 		return err
 	}
@@ -62,12 +62,12 @@ func (s *Server) getRequest(c echo.Context) error {
 
 // listRequests: GET /api/v1/requests?status=&kind=&limit=&cursor= →
 // {"requests":[Request],"next_cursor"} newest first.
-func (s *Server) listRequests(c echo.Context) error {
+func (h *Handler) listRequests(c echo.Context) error {
 	limit, err := request.QueryInt(c, "limit", 50, 1, 200)
 	if err != nil {
 		return err
 	}
-	page, err := s.requests.List(c.Request().Context(), requests.ListFilter{Status: c.QueryParam("status"),
+	page, err := h.requests.List(c.Request().Context(), requests.ListFilter{Status: c.QueryParam("status"),
 		Kind: c.QueryParam("kind"), Limit: int(limit), Cursor: c.QueryParam("cursor")})
 	if err != nil {
 		return err
@@ -77,8 +77,8 @@ func (s *Server) listRequests(c echo.Context) error {
 
 // cancelRequest: POST /api/v1/requests/:id/cancel (its creator or an
 // admin) → 200 Request, cancelled; 409 when no longer pending.
-func (s *Server) cancelRequest(c echo.Context) error {
-	r, err := s.requests.Cancel(c.Request().Context(), request.Principal(c), c.Param("id"), requests.ViaAPI)
+func (h *Handler) cancelRequest(c echo.Context) error {
+	r, err := h.requests.Cancel(c.Request().Context(), request.Principal(c), c.Param("id"), requests.ViaAPI)
 	if err != nil {
 		return err
 	}

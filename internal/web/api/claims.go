@@ -1,9 +1,8 @@
-package web
+package api
 
 import (
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -13,10 +12,6 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/web/request"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 )
-
-// DefaultClaimTTL is how long a claim lasts when GATEHOUSE_CLAIM_TTL is
-// not set.
-const DefaultClaimTTL = 30 * time.Minute
 
 func interruptParam(c echo.Context) (string, error) {
 	id := c.Param("id")
@@ -28,17 +23,17 @@ func interruptParam(c echo.Context) (string, error) {
 
 // interruptOf reads the interrupt of the path with its task, checking the
 // principal may see the task.
-func (s *Server) interruptOf(c echo.Context) (*graph.Task, *graph.Interrupt, error) {
+func (h *Handler) interruptOf(c echo.Context) (*graph.Task, *graph.Interrupt, error) {
 	iid, err := interruptParam(c)
 	if err != nil {
 		return nil, nil, err
 	}
 	ctx := c.Request().Context()
-	itr, err := s.store.Interrupt(ctx, iid)
+	itr, err := h.store.Interrupt(ctx, iid)
 	if err != nil {
 		return nil, nil, err
 	}
-	t, err := s.store.Task(ctx, itr.TaskID)
+	t, err := h.store.Task(ctx, itr.TaskID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -49,12 +44,12 @@ func (s *Server) interruptOf(c echo.Context) (*graph.Task, *graph.Interrupt, err
 }
 
 // renderInterrupt writes one interrupt with its task and approvals.
-func (s *Server) renderInterrupt(c echo.Context, status int, t *graph.Task, itr *graph.Interrupt) error {
+func (h *Handler) renderInterrupt(c echo.Context, status int, t *graph.Task, itr *graph.Interrupt) error {
 	out := interruptJSON(itr)
 	out.Task = &TaskRef{ID: t.ID, Title: t.Title, Workflow: t.Workflow}
 	if itr.Status == graph.InterruptPending {
 		var err error
-		if out.Approvals, err = s.approvalsOf(c.Request().Context(), itr); err != nil {
+		if out.Approvals, err = h.approvalsOf(c.Request().Context(), itr); err != nil {
 			return err
 		}
 	}
@@ -62,12 +57,12 @@ func (s *Server) renderInterrupt(c echo.Context, status int, t *graph.Task, itr 
 }
 
 // getInterrupt: GET /api/v1/interrupts/:iid → Interrupt (with its task).
-func (s *Server) getInterrupt(c echo.Context) error {
-	t, itr, err := s.interruptOf(c)
+func (h *Handler) getInterrupt(c echo.Context) error {
+	t, itr, err := h.interruptOf(c)
 	if err != nil {
 		return err
 	}
-	return s.renderInterrupt(c, http.StatusOK, t, itr)
+	return h.renderInterrupt(c, http.StatusOK, t, itr)
 }
 
 type claimRequest struct {
@@ -80,7 +75,7 @@ type claimRequest struct {
 // naming the holder while someone else holds it; 403 for whoever may not
 // decide it. {"take_over": true, "reason": "…"}: an admin takes it from
 // its holder (audited as interrupt.taken_over).
-func (s *Server) claimInterrupt(c echo.Context) error {
+func (h *Handler) claimInterrupt(c echo.Context) error {
 	var req claimRequest
 	if c.Request().ContentLength != 0 {
 		if err := request.DecodeJSON(c, &req); err != nil {
@@ -90,12 +85,12 @@ func (s *Server) claimInterrupt(c echo.Context) error {
 		}
 	}
 	req.Reason = strings.TrimSpace(req.Reason)
-	t, itr, err := s.interruptOf(c)
+	t, itr, err := h.interruptOf(c)
 	if err != nil {
 		return err
 	}
 	who := request.Principal(c)
-	if err := s.decider.MayDecide(who, t, itr); err != nil {
+	if err := h.decider.MayDecide(who, t, itr); err != nil {
 		return err
 	}
 	if req.TakeOver {
@@ -106,25 +101,25 @@ func (s *Server) claimInterrupt(c echo.Context) error {
 			return response.BadRequest("reason", "reason is required to take over a claim (it is audited)")
 		}
 	}
-	got, err := s.store.ClaimInterrupt(c.Request().Context(), postgres.ClaimRequest{InterruptID: itr.ID, Who: who.Name,
-		TTL: s.claimTTL, TakeOver: req.TakeOver, Reason: req.Reason})
+	got, err := h.store.ClaimInterrupt(c.Request().Context(), postgres.ClaimRequest{InterruptID: itr.ID, Who: who.Name,
+		TTL: h.claimTTL, TakeOver: req.TakeOver, Reason: req.Reason})
 	if err != nil {
 		return err
 	}
-	return s.renderInterrupt(c, http.StatusOK, t, got)
+	return h.renderInterrupt(c, http.StatusOK, t, got)
 }
 
 // releaseInterrupt: DELETE /api/v1/interrupts/:iid/claim by the holder
 // or an admin → 200 Interrupt; by anyone else 403.
-func (s *Server) releaseInterrupt(c echo.Context) error {
-	t, itr, err := s.interruptOf(c)
+func (h *Handler) releaseInterrupt(c echo.Context) error {
+	t, itr, err := h.interruptOf(c)
 	if err != nil {
 		return err
 	}
 	who := request.Principal(c)
-	got, err := s.store.ReleaseInterrupt(c.Request().Context(), itr.ID, who.Name, who.Can(auth.RoleAdmin))
+	got, err := h.store.ReleaseInterrupt(c.Request().Context(), itr.ID, who.Name, who.Can(auth.RoleAdmin))
 	if err != nil {
 		return err
 	}
-	return s.renderInterrupt(c, http.StatusOK, t, got)
+	return h.renderInterrupt(c, http.StatusOK, t, got)
 }

@@ -1,7 +1,6 @@
-package web
+package api
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 
@@ -15,28 +14,17 @@ import (
 
 // taskJSON is the package's taskJSON with definition_changed filled in
 // against the running definition of the task's workflow.
-func (s *Server) taskJSON(t *graph.Task, pending *graph.Interrupt) Task {
+func (h *Handler) taskJSON(t *graph.Task, pending *graph.Interrupt) Task {
 	out := taskJSON(t, pending)
-	out.DefinitionChanged = s.definitionChanged(t)
+	out.DefinitionChanged = h.definitionChanged(t)
 	return out
 }
 
 // definitionChanged: the task was stored under another definition of its
 // workflow than the one this binary runs.
-func (s *Server) definitionChanged(t *graph.Task) bool {
-	w, err := s.engine.Workflow(t.Workflow)
+func (h *Handler) definitionChanged(t *graph.Task) bool {
+	w, err := h.engine.Workflow(t.Workflow)
 	return err == nil && graph.DefinitionChanged(t, w)
-}
-
-// resumable refuses (409, naming the node) to make a task runnable that
-// stands at a node the running definition no longer has. Only a task
-// stored under another definition can: the check reads nothing for the
-// others.
-func (s *Server) resumable(ctx context.Context, t *graph.Task) error {
-	if t.DefinitionVersion != "" && !s.definitionChanged(t) {
-		return nil
-	}
-	return s.engine.Resumable(ctx, t.ID)
 }
 
 type forkRequest struct {
@@ -51,8 +39,8 @@ type forkRequest struct {
 // (JSON merge patch, checked against the state's schema: 422 naming the
 // field). 404 for a step the history does not hold; 409 when the source
 // is running, or its checkpoint stands at a node this binary no longer has.
-func (s *Server) forkTask(c echo.Context) error {
-	src, err := s.taskOf(c)
+func (h *Handler) forkTask(c echo.Context) error {
+	src, err := h.taskOf(c)
 	if err != nil {
 		return err
 	}
@@ -66,26 +54,26 @@ func (s *Server) forkTask(c echo.Context) error {
 	if *req.Step < 0 {
 		return response.BadRequest("step", "step must be a non-negative integer")
 	}
-	t, err := s.engine.Fork(c.Request().Context(), graph.ForkRequest{TaskID: src.ID, Step: *req.Step, Patch: req.State,
+	t, err := h.engine.Fork(c.Request().Context(), graph.ForkRequest{TaskID: src.ID, Step: *req.Step, Patch: req.State,
 		Title: req.Title, CreatedBy: request.Principal(c).Name})
 	if err != nil {
 		return err
 	}
 	if t.Status == graph.StatusQueued {
-		s.wakeRunner()
+		h.wakeRunner()
 	}
-	c.Response().Header().Set(echo.HeaderLocation, apiPrefix+"/tasks/"+t.ID)
-	return s.renderTask(c, http.StatusCreated, t.ID)
+	c.Response().Header().Set(echo.HeaderLocation, Prefix+"/tasks/"+t.ID)
+	return h.renderTask(c, http.StatusCreated, t.ID)
 }
 
 // listForks: GET /api/v1/tasks/:id/forks → {"tasks": [Task]}, the tasks
 // forked from this one, oldest first.
-func (s *Server) listForks(c echo.Context) error {
-	t, err := s.taskOf(c)
+func (h *Handler) listForks(c echo.Context) error {
+	t, err := h.taskOf(c)
 	if err != nil {
 		return err
 	}
-	forks, err := s.store.Forks(c.Request().Context(), t.ID)
+	forks, err := h.store.Forks(c.Request().Context(), t.ID)
 	if err != nil {
 		return err
 	}
@@ -95,11 +83,11 @@ func (s *Server) listForks(c echo.Context) error {
 			ids = append(ids, f.ID)
 		}
 	}
-	pending, err := s.store.PendingInterrupts(c.Request().Context(), ids...)
+	pending, err := h.store.PendingInterrupts(c.Request().Context(), ids...)
 	if err != nil {
 		return err
 	}
-	out := taskList{Tasks: make([]Task, 0, len(forks))}
+	out := TaskList{Tasks: make([]Task, 0, len(forks))}
 	who := request.Principal(c)
 	for i := range forks {
 		if !auth.MaySee(who, &forks[i]) {
@@ -109,7 +97,7 @@ func (s *Server) listForks(c echo.Context) error {
 		if itr, ok := pending[forks[i].ID]; ok {
 			p = &itr
 		}
-		out.Tasks = append(out.Tasks, s.taskJSON(&forks[i], p))
+		out.Tasks = append(out.Tasks, h.taskJSON(&forks[i], p))
 	}
 	return response.JSON(c, http.StatusOK, out)
 }

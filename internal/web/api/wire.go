@@ -1,4 +1,4 @@
-package web
+package api
 
 import (
 	"encoding/json"
@@ -198,7 +198,8 @@ func inboxJSON(e *postgres.InboxEntry) Interrupt {
 	return out
 }
 
-func eventJSON(e *graph.Event) Event {
+// EventOf is the wire form of an event.
+func EventOf(e *graph.Event) Event {
 	return Event{Seq: e.Seq, TaskID: e.TaskID, Type: e.Type, Node: e.Node, Iteration: e.Iteration, Phase: e.Phase,
 		At: stamp(e.At), DurationMS: e.DurationMS, Data: orObject(e.Data)}
 }

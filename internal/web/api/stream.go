@@ -1,4 +1,4 @@
-package web
+package api
 
 import (
 	"context"
@@ -23,13 +23,10 @@ import (
 // memory for this many events, never more.
 const streamBuffer = 64
 
-// maxClientMessage bounds what a client may send (it is read and dropped).
-const maxClientMessage = 4096
-
 // stream: GET /api/v1/tasks/:id/stream?after=N — a websocket carrying every
 // event of the task with seq > N as JSON text messages, replayed from the
 // table, then live, in seq order without gaps or repeats.
-func (s *Server) stream(c echo.Context) error {
+func (h *Handler) stream(c echo.Context) error {
 	id, err := request.PathID(c)
 	if err != nil {
 		return err
@@ -38,11 +35,11 @@ func (s *Server) stream(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if s.hub == nil {
+	if h.hub == nil {
 		return &response.Error{Status: http.StatusServiceUnavailable, Code: response.CodeUnavailable, Message: "live events are not available"}
 	}
 	r := c.Request()
-	t, err := s.store.Task(r.Context(), id)
+	t, err := h.store.Task(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -52,21 +49,21 @@ func (s *Server) stream(c echo.Context) error {
 	if !websocket.IsWebSocketUpgrade(r) {
 		return response.BadRequest("", "this endpoint is a websocket: send an upgrade request")
 	}
-	if !s.sockets.Begin() {
+	if !h.sockets.Begin() {
 		return &response.Error{Status: http.StatusServiceUnavailable, Code: response.CodeUnavailable, Message: "server is shutting down"}
 	}
-	defer s.sockets.Done()
-	conn, err := s.sockets.Upgrade(c.Response(), r)
+	defer h.sockets.Done()
+	conn, err := h.sockets.Upgrade(c.Response(), r)
 	if err != nil {
 		// The upgrader has answered the client.
 		c.Response().Committed = true
-		s.log.Info("websocket upgrade failed", "task", t.ID, "error", err)
+		h.log.Info("websocket upgrade failed", "task", t.ID, "error", err)
 		return nil
 	}
 	// The connection is hijacked: tell the logger what happened to it.
 	c.Response().Status, c.Response().Committed = http.StatusSwitchingProtocols, true
-	last, reason := s.serveStream(r.Context(), conn, t.ID, after, s.recheck(c))
-	s.log.Debug("websocket closed", "task", t.ID, "after", after, "last_seq", last, "reason", reason)
+	last, reason := h.serveStream(r.Context(), conn, t.ID, after, h.recheck(c))
+	h.log.Debug("websocket closed", "task", t.ID, "after", after, "last_seq", last, "reason", reason)
 	return nil
 }
 
@@ -74,7 +71,7 @@ func (s *Server) stream(c echo.Context) error {
 // pings and close frames, notices the client leaving), a follower
 // goroutine (hub.Follow, rendering events into a buffered channel) and this
 // goroutine, the only writer. It returns the last seq sent and why it ended.
-func (s *Server) serveStream(parent context.Context, conn *websocket.Conn, taskID string, after int64,
+func (h *Handler) serveStream(parent context.Context, conn *websocket.Conn, taskID string, after int64,
 	recheck func(context.Context) error) (int64, string) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
@@ -83,9 +80,9 @@ func (s *Server) serveStream(parent context.Context, conn *websocket.Conn, taskI
 	go func() {
 		defer close(readerDone)
 		defer cancel()
-		conn.SetReadLimit(maxClientMessage)
-		_ = conn.SetReadDeadline(time.Now().Add(s.sockets.PongWait))
-		conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(s.sockets.PongWait)) })
+		conn.SetReadLimit(socket.MaxClientMessage)
+		_ = conn.SetReadDeadline(time.Now().Add(h.sockets.PongWait))
+		conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(h.sockets.PongWait)) })
 		for {
 			// NextReader drops the previous message unread.
 			if _, _, err := conn.NextReader(); err != nil {
@@ -105,8 +102,8 @@ func (s *Server) serveStream(parent context.Context, conn *websocket.Conn, taskI
 	}
 	followDone := make(chan followed, 1)
 	go func(done chan<- followed) {
-		last, err := s.hub.Follow(ctx, taskID, after, func(ev graph.Event) error {
-			b, err := json.Marshal(eventJSON(&ev))
+		last, err := h.hub.Follow(ctx, taskID, after, func(ev graph.Event) error {
+			b, err := json.Marshal(EventOf(&ev))
 			if err != nil {
 				return err
 			}
@@ -120,7 +117,7 @@ func (s *Server) serveStream(parent context.Context, conn *websocket.Conn, taskI
 		done <- followed{last, err}
 	}(followDone)
 
-	ping := time.NewTicker(s.sockets.PingPeriod)
+	ping := time.NewTicker(h.sockets.PingPeriod)
 	defer ping.Stop()
 	last := after
 	reason := ""
@@ -128,33 +125,33 @@ loop:
 	for {
 		select {
 		case m := <-out:
-			_ = conn.SetWriteDeadline(time.Now().Add(s.sockets.WriteWait))
+			_ = conn.SetWriteDeadline(time.Now().Add(h.sockets.WriteWait))
 			if err := conn.WriteMessage(websocket.TextMessage, m.body); err != nil {
 				reason = "write: " + err.Error()
 				break loop
 			}
 			last = m.seq
 		case <-ping.C:
-			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.sockets.WriteWait)); err != nil {
+			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(h.sockets.WriteWait)); err != nil {
 				reason = "ping: " + err.Error()
 				break loop
 			}
 			if err := recheck(ctx); errors.Is(err, auth.ErrUnauthenticated) {
 				reason = "credentials ended"
-				s.sockets.Close(conn, socket.SessionEnded, "credentials ended", readerDone)
+				h.sockets.Close(conn, socket.SessionEnded, "credentials ended", readerDone)
 				break loop
 			}
-		case <-s.sockets.Closing():
+		case <-h.sockets.Closing():
 			reason = "server shutting down"
-			s.sockets.Close(conn, websocket.CloseGoingAway, "server shutting down", readerDone)
+			h.sockets.Close(conn, websocket.CloseGoingAway, "server shutting down", readerDone)
 			break loop
 		case f := <-followDone:
 			followDone = nil // received
 			// Follow ends only when ctx does or the store fails.
 			if f.err != nil && !errors.Is(f.err, context.Canceled) {
-				s.log.Error("websocket follow failed", "task", taskID, "error", f.err)
+				h.log.Error("websocket follow failed", "task", taskID, "error", f.err)
 				reason = "follow: " + f.err.Error()
-				s.sockets.Close(conn, websocket.CloseInternalServerErr, "internal error", readerDone)
+				h.sockets.Close(conn, websocket.CloseInternalServerErr, "internal error", readerDone)
 			} else {
 				reason = "client gone"
 			}
