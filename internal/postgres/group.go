@@ -186,7 +186,7 @@ func (g *committer) exec(ctx context.Context, units []*unit, bound bool) error {
 	b := &pgx.Batch{}
 	for _, u := range units {
 		if !u.settles {
-			dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxGenericPlans(ctx) })
+			queue(b, func(q *dbsqlc.Queries) error { return q.TxGenericPlans(ctx) })
 			break
 		}
 	}
@@ -199,7 +199,7 @@ func (g *committer) exec(ctx context.Context, units []*unit, bound bool) error {
 		// flushed in order, so the task's next synchronous commit makes
 		// these durable too, and a crash before it loses only what the
 		// engine redoes.
-		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxAsyncCommit(ctx) })
+		queue(b, func(q *dbsqlc.Queries) error { return q.TxAsyncCommit(ctx) })
 	}
 	for _, u := range units {
 		u.queue(b)

@@ -215,10 +215,10 @@ func (s *Store) LGCreateRun(ctx context.Context, r *LGRun, adopt json.RawMessage
 func (s *Store) lgRunInsert(ctx context.Context, p dbsqlc.LGRunInsertParams) (dbsqlc.LgRun, error) {
 	var row dbsqlc.LgRun
 	b := asyncBatch(ctx, false)
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.LGRunInsert(ctx, p); return err }).
+	queue(b, func(q *dbsqlc.Queries) error { _, err := q.LGRunInsert(ctx, p); return err }).
 		QueryRow(func(r pgx.Row) error {
 			var err error
-			row, err = dbsqlc.FromRow(r).LGRunInsert(ctx, p)
+			row, err = fromRow(r).LGRunInsert(ctx, p)
 			return err
 		})
 	err := s.pool.SendBatch(ctx, b).Close()
@@ -430,14 +430,14 @@ func (s *Store) TaskWithPendingResuming(ctx context.Context, workflow string, r 
 	var readErr, insErr error
 	var row dbsqlc.LgRun
 	b := asyncBatch(ctx, false)
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.TaskWithPending(ctx, tid); return err }).
+	queue(b, func(q *dbsqlc.Queries) error { _, err := q.TaskWithPending(ctx, tid); return err }).
 		QueryRow(func(r pgx.Row) error {
-			read, readErr = dbsqlc.FromRow(r).TaskWithPending(ctx, tid)
+			read, readErr = fromRow(r).TaskWithPending(ctx, tid)
 			return nil
 		})
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.LGRunInsertResume(ctx, p); return err }).
+	queue(b, func(q *dbsqlc.Queries) error { _, err := q.LGRunInsertResume(ctx, p); return err }).
 		QueryRow(func(r pgx.Row) error {
-			row, insErr = dbsqlc.FromRow(r).LGRunInsertResume(ctx, p)
+			row, insErr = fromRow(r).LGRunInsertResume(ctx, p)
 			return nil
 		})
 	berr := s.pool.SendBatch(ctx, b).Close()

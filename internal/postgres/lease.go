@@ -20,9 +20,9 @@ import (
 func asyncBatch(ctx context.Context, generic bool) *pgx.Batch {
 	b := &pgx.Batch{}
 	if generic {
-		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxGenericPlans(ctx) })
+		queue(b, func(q *dbsqlc.Queries) error { return q.TxGenericPlans(ctx) })
 	}
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxAsyncCommit(ctx) })
+	queue(b, func(q *dbsqlc.Queries) error { return q.TxAsyncCommit(ctx) })
 	return b
 }
 
@@ -46,15 +46,15 @@ func (s *Store) Claim(ctx context.Context, owner string, max int, ttl time.Durat
 	p := dbsqlc.TaskClaimParams{Owner: owner, TtlSeconds: ttl.Seconds(), MaxTasks: int32(max)}
 	// asyncBatch's TxAsyncCommit, and an index scan for the claim.
 	b := &pgx.Batch{}
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxClaimPlans(ctx) })
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error {
+	queue(b, func(q *dbsqlc.Queries) error { return q.TxClaimPlans(ctx) })
+	queue(b, func(q *dbsqlc.Queries) error {
 		_, err := q.TaskClaim(ctx, p)
 		return err
 	}).Query(func(r pgx.Rows) error {
 		// sqlc's own scan of its 40 columns: pgx.RowToStructByPos did it
 		// by reflection, about a fifth of a claim's CPU.
 		var err error
-		rows, err = dbsqlc.FromRows(r).TaskClaim(ctx, p)
+		rows, err = fromRows(r).TaskClaim(ctx, p)
 		return err
 	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
@@ -272,6 +272,6 @@ func (s *Store) TouchTask(ctx context.Context, taskID string, fence int64, node 
 	}
 	b := asyncBatch(ctx, false)
 	p := dbsqlc.TaskTouchParams{ID: id, Fence: fence, Node: node}
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TaskTouch(ctx, p) })
+	queue(b, func(q *dbsqlc.Queries) error { return q.TaskTouch(ctx, p) })
 	return s.pool.SendBatch(ctx, b).Close()
 }

@@ -140,7 +140,7 @@ func (s *Store) outboxParams(taskID uuid.UUID, ev *outboxEvent) dbsqlc.OutboxEnq
 // event in b (one transaction); *out receives those written.
 func (s *Store) queueOutbox(ctx context.Context, b *pgx.Batch, taskID uuid.UUID, ev *outboxEvent, out *[]notify.Delivery) {
 	p := s.outboxParams(taskID, ev)
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := outboxEnqueue(ctx, q, p); return err }).
+	queue(b, func(q *dbsqlc.Queries) error { _, err := outboxEnqueue(ctx, q, p); return err }).
 		Query(func(rows pgx.Rows) error {
 			// Both statements return outbox rows.
 			rs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[dbsqlc.Outbox])
@@ -230,7 +230,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, max int, lease time.Duratio
 	// again under its id.
 	var rows []dbsqlc.Outbox
 	b := asyncBatch(ctx, true)
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error {
+	queue(b, func(q *dbsqlc.Queries) error {
 		_, err := q.OutboxClaim(ctx, dbsqlc.OutboxClaimParams{LeaseSeconds: lease.Seconds(), Busy: busy, MaxRows: int32(max)})
 		return err
 	}).Query(func(r pgx.Rows) error {
@@ -279,7 +279,7 @@ func (s *Store) FinishDeliveries(ctx context.Context, fs []notify.Finished) ([]s
 	}
 	var done []uuid.UUID
 	b := asyncBatch(ctx, true)
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.OutboxDoneMany(ctx, p); return err }).
+	queue(b, func(q *dbsqlc.Queries) error { _, err := q.OutboxDoneMany(ctx, p); return err }).
 		Query(func(rows pgx.Rows) error {
 			var err error
 			done, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])

@@ -326,16 +326,16 @@ func (s *Store) prepareCommit(ctx context.Context, c *graph.Commit) (*commitWork
 			// write it again.
 			ip := taskInsertParams(id, t)
 			ip.Status, ip.CurrentNode = string(c.Status), c.CurrentNode
-			dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TaskInsert(ctx, ip) })
+			queue(b, func(q *dbsqlc.Queries) error { return q.TaskInsert(ctx, ip) })
 		}
 		if blobs != nil {
 			// Before the fenced update, in the same transaction: a lost
 			// lease aborts it, blobs included.
-			dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.StateBlobsPut(ctx, *blobs) })
+			queue(b, func(q *dbsqlc.Queries) error { return q.StateBlobsPut(ctx, *blobs) })
 		}
-		dbsqlc.Queue(b, w.taskCommit).Query(w.readSeqs)
+		queue(b, w.taskCommit).Query(w.readSeqs)
 		if ap != nil {
-			dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.ArtifactInsertMany(ctx, *ap); return err }).
+			queue(b, func(q *dbsqlc.Queries) error { _, err := q.ArtifactInsertMany(ctx, *ap); return err }).
 				Query(func(rows pgx.Rows) error {
 					var err error
 					w.versions, err = pgx.CollectRows(rows, pgx.RowTo[int32])
@@ -343,7 +343,7 @@ func (s *Store) prepareCommit(ctx context.Context, c *graph.Commit) (*commitWork
 				})
 		}
 		if ip != nil {
-			dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.InterruptInsert(ctx, *ip) })
+			queue(b, func(q *dbsqlc.Queries) error { return q.InterruptInsert(ctx, *ip) })
 		}
 		if oev != nil {
 			// The notifications of a raise or an end: the same
@@ -352,7 +352,7 @@ func (s *Store) prepareCommit(ctx context.Context, c *graph.Commit) (*commitWork
 			s.queueOutbox(ctx, b, id, oev, &w.notices)
 		}
 		if tp != nil {
-			dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TimersInsert(ctx, *tp) })
+			queue(b, func(q *dbsqlc.Queries) error { return q.TimersInsert(ctx, *tp) })
 		}
 	}
 	return w, nil
@@ -592,11 +592,11 @@ func (s *Store) Decide(ctx context.Context, d *graph.Decision, ev *graph.Event) 
 	var row dbsqlc.DecisionRecordRow
 	var notices []notify.Delivery
 	b := &pgx.Batch{}
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { return q.TxGenericPlans(ctx) })
-	dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.DecisionRecord(ctx, p); return err }).
+	queue(b, func(q *dbsqlc.Queries) error { return q.TxGenericPlans(ctx) })
+	queue(b, func(q *dbsqlc.Queries) error { _, err := q.DecisionRecord(ctx, p); return err }).
 		QueryRow(func(r pgx.Row) error {
 			var err error
-			row, err = dbsqlc.FromRow(r).DecisionRecord(ctx, p)
+			row, err = fromRow(r).DecisionRecord(ctx, p)
 			return err
 		})
 	s.queueOutbox(ctx, b, tid, &outboxEvent{event: notify.EventDecided, interruptID: &iid, mode: "none", ifDecided: true}, &notices)
@@ -612,10 +612,10 @@ func (s *Store) Decide(ctx context.Context, d *graph.Decision, ev *graph.Event) 
 		var have [][]byte
 		held, have = s.blobs.held(d.TaskID)
 		sp := dbsqlc.TaskRunStateParams{ID: tid, Have: have}
-		dbsqlc.Queue(b, func(q *dbsqlc.Queries) error { _, err := q.TaskRunState(ctx, sp); return err }).
+		queue(b, func(q *dbsqlc.Queries) error { _, err := q.TaskRunState(ctx, sp); return err }).
 			QueryRow(func(r pgx.Row) error {
 				var err error
-				if runRow, err = dbsqlc.FromRow(r).TaskRunState(ctx, sp); err == nil {
+				if runRow, err = fromRow(r).TaskRunState(ctx, sp); err == nil {
 					snapped = true
 				}
 				// No row: the decision's own error says why.

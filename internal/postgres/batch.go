@@ -1,4 +1,4 @@
-package dbsqlc
+package postgres
 
 import (
 	"context"
@@ -7,11 +7,17 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
 )
+
+// Batches of sqlc's queries: the statements its generated methods send,
+// captured to travel in one pgx.Batch, and their results scanned by the
+// generated code (dbsqlc holds generated code only).
 
 // errCaptured stops a generated query method after its SQL and arguments
 // were captured.
-var errCaptured = errors.New("dbsqlc: query captured for a batch")
+var errCaptured = errors.New("postgres: query captured for a batch")
 
 // capture is a DBTX that records the statement a generated method would
 // send, so several generated queries can travel in one pgx.Batch (one
@@ -44,24 +50,24 @@ func (errRow) Scan(...any) error { return errCaptured }
 // node run queues several statements, and each made both anew.
 type capturer struct {
 	c capture
-	q *Queries
+	q *dbsqlc.Queries
 }
 
 var capturers = sync.Pool{New: func() any {
 	x := &capturer{}
-	x.q = New(&x.c)
+	x.q = dbsqlc.New(&x.c)
 	return x
 }}
 
-// Queue adds to b the statement that call sends through its Queries.
-// Example: Queue(b, func(q *Queries) error { return q.CheckpointSave(ctx, p) }).
+// queue adds to b the statement that call sends through its Queries.
+// Example: queue(b, func(q *dbsqlc.Queries) error { return q.CheckpointSave(ctx, p) }).
 // call must not keep q.
-func Queue(b *pgx.Batch, call func(q *Queries) error) *pgx.QueuedQuery {
+func queue(b *pgx.Batch, call func(q *dbsqlc.Queries) error) *pgx.QueuedQuery {
 	x := capturers.Get().(*capturer)
 	if err := call(x.q); err != nil && !errors.Is(err, errCaptured) {
 		// Generated methods fail before I/O only on captured errors; any
 		// other error is a programming mistake worth surfacing loudly.
-		panic("dbsqlc.Queue: " + err.Error())
+		panic("postgres.queue: " + err.Error())
 	}
 	qq := b.Queue(x.c.sql, x.c.args...)
 	x.c = capture{} // the batch keeps the arguments, not the capture
@@ -69,14 +75,14 @@ func Queue(b *pgx.Batch, call func(q *Queries) error) *pgx.QueuedQuery {
 	return qq
 }
 
-// FromRow returns Queries whose QueryRow answers with row, a row already
+// fromRow returns Queries whose QueryRow answers with row, a row already
 // read (a batch's): a generated :one method then scans it in its own
 // column order, so a batch's result needs no hand-kept copy of the scan.
-func FromRow(row pgx.Row) *Queries { return New(rowDB{row}) }
+func fromRow(row pgx.Row) *dbsqlc.Queries { return dbsqlc.New(rowDB{row}) }
 
 type rowDB struct{ row pgx.Row }
 
-var errRowOnly = errors.New("dbsqlc: FromRow answers QueryRow only")
+var errRowOnly = errors.New("postgres: fromRow answers QueryRow only")
 
 func (rowDB) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
 	return pgconn.CommandTag{}, errRowOnly
@@ -86,13 +92,13 @@ func (rowDB) Query(context.Context, string, ...any) (pgx.Rows, error) { return n
 
 func (r rowDB) QueryRow(context.Context, string, ...any) pgx.Row { return r.row }
 
-// FromRows returns Queries whose Query answers with rows, a batch's result:
+// fromRows returns Queries whose Query answers with rows, a batch's result:
 // a generated :many method then scans them in its own column order.
-func FromRows(rows pgx.Rows) *Queries { return New(rowsDB{rows}) }
+func fromRows(rows pgx.Rows) *dbsqlc.Queries { return dbsqlc.New(rowsDB{rows}) }
 
 type rowsDB struct{ rows pgx.Rows }
 
-var errRowsOnly = errors.New("dbsqlc: FromRows answers Query only")
+var errRowsOnly = errors.New("postgres: fromRows answers Query only")
 
 func (rowsDB) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
 	return pgconn.CommandTag{}, errRowsOnly
