@@ -1,0 +1,114 @@
+package deps_test
+
+import (
+	"bytes"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/gatehousehq/gatehouse"
+
+// deps lists every package of the module with the packages it depends on,
+// directly or not (go list -deps), module packages only, without the
+// module's prefix.
+func deps(t *testing.T) map[string][]string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, module+"/...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	all := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		pkg := short(fields[0])
+		var own []string
+		for _, d := range fields[1:] {
+			if d == module || strings.HasPrefix(d, module+"/") {
+				own = append(own, short(d))
+			}
+		}
+		all[pkg] = own
+	}
+	return all
+}
+
+func short(path string) string {
+	if path == module {
+		return "."
+	}
+	return strings.TrimPrefix(path, module+"/")
+}
+
+// TestImportDirections: the handler packages of internal/web never depend
+// on one another nor on internal/web (the server mounts them); the
+// request, response and socket kernels below them on none of them;
+// runner, timekeeper, notify and metrics not on postgres (they declare the
+// Store they need); graph, the public engine, on nothing of the module but
+// its small helpers.
+func TestImportDirections(t *testing.T) {
+	all := deps(t)
+	handlers := []string{"internal/web/api", "internal/web/desk", "internal/web/act", "internal/web/slack"}
+	kernels := []string{"internal/web/request", "internal/web/response", "internal/web/socket"}
+	rules := []struct {
+		pkg    string
+		banned []string
+	}{
+		{"internal/runner", []string{"internal/postgres"}},
+		{"internal/timekeeper", []string{"internal/postgres"}},
+		{"internal/notify", []string{"internal/postgres"}},
+		{"internal/metrics", []string{"internal/postgres"}},
+	}
+	for _, h := range handlers {
+		banned := []string{"internal/web"}
+		for _, other := range handlers {
+			if other != h {
+				banned = append(banned, other)
+			}
+		}
+		rules = append(rules, struct {
+			pkg    string
+			banned []string
+		}{h, banned})
+	}
+	for _, k := range kernels {
+		rules = append(rules, struct {
+			pkg    string
+			banned []string
+		}{k, append([]string{"internal/web"}, handlers...)})
+	}
+	checked := 0
+	for _, r := range rules {
+		ds, ok := all[r.pkg]
+		if !ok {
+			continue // not (yet) a package of this module
+		}
+		checked++
+		for _, b := range r.banned {
+			if slices.Contains(ds, b) {
+				t.Errorf("%s depends on %s, which it must not import", r.pkg, b)
+			}
+		}
+	}
+	if checked < 8 {
+		t.Errorf("only %d of the rules' packages exist: is the layout still the one this test knows?", checked)
+	}
+
+	helpers := []string{"internal/jsonobj", "internal/jcs"}
+	ds, ok := all["graph"]
+	if !ok {
+		t.Fatal("no package graph")
+	}
+	for _, d := range ds {
+		if !slices.Contains(helpers, d) {
+			t.Errorf("graph depends on %s: it may import only the standard library and %v", d, helpers)
+		}
+	}
+}
