@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
@@ -130,9 +131,15 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	chores.Start(context.WithoutCancel(ctx))
 	defer chores.Stop()
-	notifyCtx, stopNotify := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopNotify()
-	store.StartNotifier(notifyCtx, log.With("component", "notify"))
+	notifier := store.Notifier(log.With("component", "notify"))
+	notifier.Start()
+	defer func() {
+		grace, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := notifier.Stop(grace); err != nil {
+			log.Warn("announcements not sent at shutdown", "error", err)
+		}
+	}()
 	// Metrics come from the events the engine and the store commit, the
 	// provider's calls and the checkpoint writes (internal/metrics).
 	met := metrics.New(metrics.Config{Reader: store, PendingInterrupts: store.PendingInterruptCounts,

@@ -111,16 +111,62 @@ type notifier struct {
 // maxNotes bounds one NotifyMany: a longer backlog goes in several.
 const maxNotes = 1000
 
-// StartNotifier sends this Store's announcements from a background
-// goroutine until ctx ends, instead of one extra round trip after each
-// commit. Call it once, before the Store is used concurrently.
-func (s *Store) StartNotifier(ctx context.Context, log *slog.Logger) {
+// Notifier sends a Store's announcements from a background goroutine,
+// instead of one extra round trip after each commit: a service that Start
+// starts and Stop stops, waiting for what is queued to be sent.
+type Notifier struct {
+	n      *notifier
+	mu     sync.Mutex
+	cancel context.CancelFunc
+}
+
+// Notifier returns the store's notifier service, installed on the store:
+// once it started, commits queue their announcements for it. Call it once,
+// before the Store is used concurrently.
+func (s *Store) Notifier(log *slog.Logger) *Notifier {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	n := &notifier{store: s, log: log, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	s.notifier = n
-	go n.run(ctx)
+	return &Notifier{n: n}
+}
+
+// Start runs the notifier until Stop.
+func (x *Notifier) Start() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.cancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	x.cancel = cancel
+	go x.n.run(ctx)
+}
+
+// Stop ends the notifier and waits until what was queued is sent, or ctx
+// ends (its error then). Announcements after it are sent by their commits.
+func (x *Notifier) Stop(ctx context.Context) error {
+	x.mu.Lock()
+	cancel := x.cancel
+	x.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-x.n.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// StartNotifier is Notifier(log) started until ctx ends, for callers whose
+// context bounds the store's life (tests, benchmarks).
+func (s *Store) StartNotifier(ctx context.Context, log *slog.Logger) {
+	x := s.Notifier(log)
+	go x.n.run(ctx)
 }
 
 // add queues notes; the first of a window wakes the notifier.
