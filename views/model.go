@@ -2,6 +2,8 @@
 // per concern (dashboard, inbox, new task, task page and its parts). They
 // take view models shaped for display, built by internal/web; they decide
 // nothing but presentation.
+//
+// It imports nothing of the project: no store, no engine, no server.
 package views
 
 import "time"

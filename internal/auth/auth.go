@@ -6,6 +6,9 @@
 // It knows no SQL and no HTTP: a Store (internal/postgres) keeps users,
 // sessions, tokens, approvals and audit events; internal/web turns requests
 // into Principals and asks this package whether they may act.
+//
+// It imports graph only: never postgres, internal/web nor a handler
+// package.
 package auth
 
 import (

@@ -1,5 +1,8 @@
 // Package config reads Gatehouse's settings from the environment once, in
 // main, and validates them as a whole (SPEC §6).
+//
+// It imports graph and auth (the policy it reads) only: never the server
+// nor the store; main hands the values on.
 package config
 
 import (

@@ -4,6 +4,8 @@
 // numbers as ECMAScript's Number.prototype.toString writes them. Hashes of
 // canonical JSON (payload_sha256, SPEC §11) are the same for every reader
 // of the same document, whatever order or spacing it was stored in.
+//
+// It imports the standard library and jsonobj only.
 package jcs
 
 import (

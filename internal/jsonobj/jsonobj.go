@@ -1,6 +1,8 @@
 // Package jsonobj finds the top-level members of a JSON object without
 // decoding it: the store keeps a state's large fields apart, and the engine
 // reuses the encoding of those that did not change.
+//
+// It imports the standard library only.
 package jsonobj
 
 import "bytes"

@@ -4,6 +4,9 @@
 // assistant is a workflow, a thread is a task and its metadata, a run is
 // one stretch of the task until it waits, ends or fails, and every decision
 // goes through the one auth.Decider with the native API's policy.
+//
+// It declares its own Store and error body; it must not import internal/web
+// nor its handler packages (the server mounts it).
 package langgraph
 
 import (

@@ -3,6 +3,9 @@
 // runnable tasks (announced with NOTIFY by every replica), fetches each
 // announced range of events once, and fans it out in-process to
 // websockets and workers. Slow subscribers are dropped, never waited for.
+//
+// It imports graph and postgres (the events it fetches); never internal/web
+// nor its handler packages.
 package live
 
 import (

@@ -6,6 +6,8 @@
 // Implementations live in subpackages: scripted (offline, deterministic),
 // ollama (/api/chat) and openai (any OpenAI-compatible /chat/completions).
 // The HTTP ones share RetryPolicy, Retry and HTTPPost from this package.
+//
+// It imports nothing of the project.
 package llm
 
 import (

@@ -11,6 +11,9 @@
 // Counters and histograms count what this process did (its commits, its
 // calls), so sums across replicas are right; pending_interrupts is the
 // database's count, the same on every replica (use max, not sum).
+//
+// It imports graph and llm for what it counts; never postgres nor
+// internal/web.
 package metrics
 
 import (

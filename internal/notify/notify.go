@@ -9,6 +9,8 @@
 //
 // The package knows no HTTP routing and no SQL: the store implements
 // Store, cmd/web wires the channels.
+//
+// It must not import postgres nor any HTTP handler package.
 package notify
 
 import (

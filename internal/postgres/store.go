@@ -2,6 +2,10 @@
 // Checkpointer, migrations and the read side used by the API. SQL lives in
 // db/queries and reaches Go through sqlc (package dbsqlc); rows become
 // engine types before they leave this package.
+//
+// It implements the interfaces graph, auth, notify, runner, timekeeper and
+// the handler packages declare; it must not import runner, timekeeper, live
+// nor anything of internal/web.
 package postgres
 
 import (

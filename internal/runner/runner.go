@@ -3,6 +3,9 @@
 // runs, hands it back on shutdown, and takes over tasks whose lease expired
 // on a dead replica. Wake-ups arrive through LISTEN/NOTIFY (package live);
 // a sweep timed to the next lease expiry is the fallback.
+//
+// It declares the Store and Engine it uses and imports graph only: never
+// postgres (internal/deps' test keeps it so).
 package runner
 
 import (

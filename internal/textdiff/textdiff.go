@@ -1,5 +1,7 @@
 // Package textdiff compares texts line by line: the one edit script the
 // desk's artifact diff and the notification emails both show.
+//
+// It imports views (the lines it renders) only.
 package textdiff
 
 import (

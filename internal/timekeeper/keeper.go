@@ -7,6 +7,9 @@
 // the store's: a timer row is deleted by the transaction that applies it,
 // so it fires exactly once whichever replica takes it, and a timer that
 // fell due while every replica was down fires at the next start.
+//
+// It declares the Store it uses and imports auth (its TimerPolicy) only:
+// never postgres (internal/deps' test keeps it so).
 package timekeeper
 
 import (
