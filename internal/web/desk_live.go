@@ -498,7 +498,12 @@ func (f *feeds) acquire(id string) (*taskFeed, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	lctx, lcancel := context.WithTimeout(ctx, 10*time.Second)
-	snap, err := f.d.tasks.get(lctx, id, 0)
+	// The feed starts from the task as stored now, not from a snapshot
+	// cached while an earlier feed ran: the task may have ended since
+	// (a deadline, a cancel) with nobody following it, and a stale start
+	// would send a page opened after the end the decision it no longer
+	// has.
+	snap, err := f.d.tasks.get(lctx, id, storedNow)
 	lcancel()
 	if err != nil {
 		cancel()
@@ -909,20 +914,17 @@ func newTaskCache(d *desk, max int) *taskCache {
 	return &taskCache{d: d, max: max, entries: map[string]*taskEntry{}}
 }
 
-func (c *taskCache) get(ctx context.Context, id string, minSeq int64) (*taskSnap, error) {
-	c.mu.Lock()
-	e := c.entries[id]
-	if e == nil {
-		e = &taskEntry{}
-		c.entries[id] = e
-		c.evict()
-	}
-	e.used = time.Now()
-	c.mu.Unlock()
+// storedNow asks get for the task as stored now: the cached snapshot
+// brought up to date (only the newer events are read).
+const storedNow = -1
 
+// get returns a snapshot with events at least up to minSeq (storedNow:
+// read now).
+func (c *taskCache) get(ctx context.Context, id string, minSeq int64) (*taskSnap, error) {
+	e := c.entry(id)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.snap != nil && e.snap.data.lastSeq >= minSeq {
+	if e.snap != nil && minSeq != storedNow && e.snap.data.lastSeq >= minSeq {
 		return e.snap, nil
 	}
 	var prev *taskData
@@ -935,6 +937,20 @@ func (c *taskCache) get(ctx context.Context, id string, minSeq int64) (*taskSnap
 	}
 	e.snap = snap
 	return snap, nil
+}
+
+// entry is the task's entry, made when missing, marked used now.
+func (c *taskCache) entry(id string) *taskEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[id]
+	if e == nil {
+		e = &taskEntry{}
+		c.entries[id] = e
+		c.evict()
+	}
+	e.used = time.Now()
+	return e
 }
 
 // evict drops the least recently used entries beyond max; c.mu is held.
