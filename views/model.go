@@ -6,7 +6,12 @@
 // It imports nothing of the project: no store, no engine, no server.
 package views
 
-import "time"
+import (
+	"strings"
+	"time"
+
+	"github.com/a-h/templ"
+)
 
 // SafeHTML is HTML that internal/web produced and made safe (Markdown
 // rendered then sanitised, code tokenised with every text escaped). Only
@@ -505,6 +510,77 @@ type PendingForm struct {
 	// CSRF is the session's token for the forms ("" in the copy shared
 	// by live pages: their script adds their own).
 	CSRF string
+	// Request is set when the interrupt is an approval request's (SPEC
+	// §16): who asked and through what, its description as sanitised
+	// Markdown (shown instead of Question).
+	Request *RequestInfo
+	// Fields are the controls of a typed answer (SPEC §17), shown instead
+	// of the one answer box; each carries its kept input and its error.
+	Fields []AnswerField
+}
+
+// RequestInfo is what the desk says about an approval request (SPEC §16).
+type RequestInfo struct {
+	// AskedBy is the principal that made it (a user, or token:NAME), Via
+	// the channel: "API" or "MCP".
+	AskedBy string
+	Via     string
+	// Description is the request's description, rendered and sanitised.
+	Description SafeHTML
+}
+
+// Answer controls (AnswerField.Widget).
+const (
+	WidgetText     = "text"
+	WidgetTextarea = "textarea"
+	WidgetSelect   = "select"
+	WidgetNumber   = "number"
+	WidgetCheckbox = "checkbox"
+	WidgetChoices  = "choices"
+)
+
+// AnswerField is one labelled control of a typed answer (SPEC §17): a
+// text box, a text area, a choice (select), a number, a checkbox, or
+// several choices (checkboxes). Attrs carries the browser's checks
+// (required, min, max, step, minlength, maxlength, pattern); the server
+// checks again.
+type AnswerField struct {
+	Name     string
+	Label    string
+	Help     string
+	Widget   string
+	Required bool
+	// Value is a text or number control's input; Checked a checkbox's.
+	Value   string
+	Checked bool
+	Options []AnswerOption
+	Attrs   templ.Attributes
+	// Error is the problem of the last submit, beside the control.
+	Error string
+}
+
+// ID is the control's element id.
+func (f AnswerField) ID() string { return "answer-" + f.Name }
+
+// DescribedBy lists the ids of the control's help and error, those it has.
+func (f AnswerField) DescribedBy() string {
+	var ids []string
+	if f.Help != "" {
+		ids = append(ids, f.ID()+"-help")
+	}
+	if f.Error != "" {
+		ids = append(ids, f.ID()+"-error")
+	}
+	return strings.Join(ids, " ")
+}
+
+// Input is the control's form field name.
+func (f AnswerField) Input() string { return "answer." + f.Name }
+
+// AnswerOption is one choice of a select or of several choices.
+type AnswerOption struct {
+	Value    string
+	Selected bool
 }
 
 // Outcome is a decision as the desk reports it.

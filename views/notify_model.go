@@ -45,6 +45,11 @@ type ActPage struct {
 	// The artifact under decision, as text.
 	ArtifactName    string
 	ArtifactContent string
+	// Request is set for an approval request (SPEC §16): who asked and
+	// through what, its description (shown instead of Question).
+	Request *RequestInfo
+	// Fields are the controls of a typed answer (SPEC §17).
+	Fields []AnswerField
 	// Actions are the buttons offered (approve, reject, respond).
 	Actions []string
 	// Action is where the form posts; FormKey its anti-forgery field.

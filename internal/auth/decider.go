@@ -76,6 +76,10 @@ func (w WakeWorker) Wake() {
 type AnswerError struct {
 	Field   string
 	Problem string
+	// Fields is every field that fails, by path ("value.env" → its
+	// problem), Field among them, so that a form can mark each one; nil
+	// when only Field is known.
+	Fields map[string]string
 }
 
 func (e *AnswerError) Error() string { return e.Field + ": " + e.Problem }

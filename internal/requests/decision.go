@@ -64,7 +64,7 @@ func CheckDecision(task *graph.Task, _ *graph.Interrupt, in *graph.DecisionInput
 		}
 		obj, err := object("value", v, MaxPayload)
 		if err != nil || obj == nil {
-			return &graph.ValidationError{Field: "value", Message: "must be the edited payload: a JSON object"}
+			return &graph.ValidationError{Field: "value", Message: "must be the edited payload, a JSON object" + jsonProblem(v, err)}
 		}
 		in.Value = obj
 	}
@@ -93,4 +93,34 @@ func (s *Service) Callback(ctx context.Context, d *notify.Delivery) (notify.Call
 	t.Body, err = json.Marshal(map[string]any{"type": d.Event, "timestamp": d.CreatedAt.UTC().Format(time.RFC3339Nano),
 		"data": map[string]any{"request": r}})
 	return t, err
+}
+
+// jsonProblem says where an edited payload fails to be a JSON object
+// ("": nothing more to say).
+func jsonProblem(v []byte, err error) string {
+	if len(v) == 0 {
+		return ": it is empty"
+	}
+	var se *json.SyntaxError
+	if jerr := json.Unmarshal(v, new(any)); errors.As(jerr, &se) {
+		line, col := 1, 1
+		for _, b := range v[:min(int(se.Offset), len(v))] {
+			if b == '\n' {
+				line, col = line+1, 1
+			} else {
+				col++
+			}
+		}
+		return fmt.Sprintf(": not JSON at line %d, column %d (%s)", line, col, se.Error())
+	} else if jerr != nil {
+		return ": " + jerr.Error()
+	}
+	if v[0] != '{' {
+		return ": this JSON is not an object"
+	}
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return ": it " + fe.Problem
+	}
+	return ""
 }

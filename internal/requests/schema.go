@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"math/big"
 	"net/url"
 	"regexp"
 	"slices"
@@ -395,7 +397,7 @@ func (f *Form) Validate(value json.RawMessage) (json.RawMessage, error) {
 	if err := f.schema.Validate(inst); err != nil {
 		var ve *jsonschema.ValidationError
 		if errors.As(err, &ve) {
-			return nil, answerError(ve)
+			return nil, f.first(answerError(ve))
 		}
 		return nil, &AnswerError{Field: "value", Problem: err.Error()}
 	}
@@ -406,38 +408,118 @@ func (f *Form) Validate(value json.RawMessage) (json.RawMessage, error) {
 	return json.Marshal(v)
 }
 
-// answerError names the first failing field of a validation error.
+// answerError names the failing fields of a validation error: the first
+// as Field, every one in Fields.
 func answerError(ve *jsonschema.ValidationError) *AnswerError {
-	leaf := ve
-	for len(leaf.Causes) > 0 {
-		leaf = leaf.Causes[0]
+	var ae *AnswerError
+	add := func(field, problem string) {
+		if ae == nil {
+			ae = &AnswerError{Field: field, Problem: problem, Fields: map[string]string{}}
+		}
+		if _, seen := ae.Fields[field]; !seen {
+			ae.Fields[field] = problem
+		}
 	}
-	field := "value"
-	for _, p := range leaf.InstanceLocation {
-		field += "." + p
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				walk(c)
+			}
+			return
+		}
+		field := "value"
+		for _, p := range e.InstanceLocation {
+			field += "." + p
+		}
+		if r, ok := e.ErrorKind.(*kind.Required); ok && len(r.Missing) > 0 {
+			for _, m := range r.Missing {
+				add(field+"."+m, "is required")
+			}
+			return
+		}
+		add(field, problemOf(e))
 	}
-	if r, ok := leaf.ErrorKind.(*kind.Required); ok && len(r.Missing) > 0 && len(leaf.InstanceLocation) == 0 {
-		field += "." + r.Missing[0]
+	walk(ve)
+	if ae == nil {
+		return &AnswerError{Field: "value", Problem: ve.Error()}
 	}
-	out := leaf.BasicOutput()
-	msg := leaf.Error()
-	if out != nil && out.Error != nil {
+	return ae
+}
+
+// problemOf words a validation error for the person who answered:
+// "must be at most 10" rather than "maximum: got 11, want 10".
+func problemOf(e *jsonschema.ValidationError) string {
+	switch k := e.ErrorKind.(type) {
+	case *kind.Type:
+		switch {
+		case slices.Contains(k.Want, "integer"):
+			return "must be a whole number"
+		case slices.Contains(k.Want, "number"):
+			return "must be a number"
+		case slices.Contains(k.Want, "string"):
+			return "must be text"
+		case slices.Contains(k.Want, "boolean"):
+			return "must be true or false"
+		case slices.Contains(k.Want, "array"):
+			return "must be a list of choices"
+		case slices.Contains(k.Want, "object"):
+			return "must be an object of fields"
+		}
+	case *kind.Enum:
+		opts := make([]string, len(k.Want))
+		for i, w := range k.Want {
+			opts[i] = fmt.Sprint(w)
+		}
+		return "must be one of " + strings.Join(opts, ", ")
+	case *kind.Minimum:
+		return "must be at least " + ratText(k.Want)
+	case *kind.Maximum:
+		return "must be at most " + ratText(k.Want)
+	case *kind.MinLength:
+		return fmt.Sprintf("must be at least %d characters (is %d)", k.Want, k.Got)
+	case *kind.MaxLength:
+		return fmt.Sprintf("must be at most %d characters (is %d)", k.Want, k.Got)
+	case *kind.Pattern:
+		return "must match the pattern " + k.Want
+	case *kind.MinItems:
+		return fmt.Sprintf("pick at least %d", k.Want)
+	case *kind.MaxItems:
+		return fmt.Sprintf("pick at most %d", k.Want)
+	case *kind.UniqueItems:
+		return "must not pick the same choice twice"
+	}
+	msg := e.Error()
+	if out := e.BasicOutput(); out != nil && out.Error != nil {
 		msg = out.Error.String()
 	} else if i := strings.LastIndex(msg, ": "); i >= 0 {
 		msg = msg[i+2:]
 	}
-	return &AnswerError{Field: field, Problem: msg}
+	return msg
 }
 
-// FromValues reads an answer from a form's fields ("answer.<name>"),
-// typed by the schema, and validates it. Errors: *AnswerError (the first
-// field that is wrong), with every problem by field in problems.
-func (f *Form) FromValues(vals url.Values) (json.RawMessage, map[string]string, error) {
-	problems := map[string]string{}
+// ratText is a schema bound as written: 10, 0.5.
+func ratText(r *big.Rat) string {
+	if r == nil {
+		return "?"
+	}
+	if r.IsInt() {
+		return r.Num().String()
+	}
+	return strings.TrimRight(strings.TrimRight(r.FloatString(6), "0"), ".")
+}
+
+// Collect reads an answer from a form's controls ("answer.<name>"),
+// typed by the schema: numbers as numbers, a checkbox as a boolean,
+// several choices as an array; an empty control is left out. It does not
+// validate (the Decider does, through CheckDecision): problems holds only
+// what cannot be typed ("must be a whole number"), by field name, and such
+// a field keeps its text, which the schema then refuses.
+func (f *Form) Collect(vals url.Values) (value json.RawMessage, problems map[string]string) {
+	problems = map[string]string{}
 	obj := map[string]any{}
 	for _, fd := range f.Fields {
-		key := "answer." + fd.Name
-		raw := vals[key]
+		raw := vals["answer."+fd.Name]
 		text := strings.TrimSpace(strings.Join(raw, ""))
 		switch fd.Type {
 		case TypeBoolean:
@@ -456,23 +538,20 @@ func (f *Form) FromValues(vals url.Values) (json.RawMessage, map[string]string, 
 			continue
 		}
 		if text == "" {
-			if fd.Required {
-				problems[fd.Name] = "is required"
-			}
 			continue
 		}
 		switch fd.Type {
 		case TypeInteger:
 			n, err := strconv.ParseInt(text, 10, 64)
 			if err != nil {
-				problems[fd.Name] = "must be a whole number"
+				problems[fd.Name], obj[fd.Name] = "must be a whole number", text
 				continue
 			}
 			obj[fd.Name] = n
 		case TypeNumber:
 			n, err := strconv.ParseFloat(text, 64)
-			if err != nil {
-				problems[fd.Name] = "must be a number"
+			if err != nil || math.IsInf(n, 0) || math.IsNaN(n) {
+				problems[fd.Name], obj[fd.Name] = "must be a number", text
 				continue
 			}
 			obj[fd.Name] = n
@@ -480,45 +559,47 @@ func (f *Form) FromValues(vals url.Values) (json.RawMessage, map[string]string, 
 			obj[fd.Name] = strings.Join(raw, "")
 		}
 	}
-	if len(problems) > 0 {
-		first := ""
-		for _, fd := range f.Fields {
-			if _, ok := problems[fd.Name]; ok {
-				first = fd.Name
-				break
-			}
-		}
-		return nil, problems, &AnswerError{Field: f.fieldPath(first), Problem: problems[first]}
-	}
-	var value any = obj
+	var v any = obj
 	if f.Single {
-		value = obj[SingleField]
+		v = obj[SingleField]
 	}
-	b, err := json.Marshal(value)
-	if err != nil {
-		return nil, nil, err
+	b, err := json.Marshal(v)
+	if err != nil { // not reached: strings, numbers and booleans only
+		return nil, problems
 	}
-	out, err := f.Validate(b)
-	if err != nil {
-		var ae *AnswerError
-		if errors.As(err, &ae) {
-			name := strings.TrimPrefix(strings.TrimPrefix(ae.Field, "value"), ".")
-			if name == "" || f.Single {
-				name = f.Fields[0].Name
-			}
-			if i := strings.IndexByte(name, '.'); i >= 0 {
-				name = name[:i]
-			}
-			problems[name] = ae.Problem
-		}
-		return nil, problems, err
-	}
-	return out, problems, nil
+	return b, problems
 }
 
-func (f *Form) fieldPath(name string) string {
-	if f.Single {
-		return "value"
+// first makes Field the failing field that comes first in the form, so
+// that the same answer is always refused naming the same field.
+func (f *Form) first(ae *AnswerError) *AnswerError {
+	best := -1
+	for path, problem := range ae.Fields {
+		name := f.FieldOf(path)
+		i := slices.IndexFunc(f.Fields, func(x Field) bool { return x.Name == name })
+		if i < 0 {
+			i = len(f.Fields)
+		}
+		if best < 0 || i < best || i == best && path < ae.Field {
+			best, ae.Field, ae.Problem = i, path, problem
+		}
 	}
-	return "value." + name
+	return ae
+}
+
+// FieldOf is the control an answer's error path names: "value.env.0" →
+// "env"; "value" → the one field of a non-object schema (or "" when the
+// answer as a whole is wrong).
+func (f *Form) FieldOf(path string) string {
+	name := strings.TrimPrefix(strings.TrimPrefix(path, "value"), ".")
+	if f.Single {
+		return f.Fields[0].Name
+	}
+	if i := strings.IndexByte(name, '.'); i >= 0 {
+		name = name[:i]
+	}
+	if !slices.ContainsFunc(f.Fields, func(x Field) bool { return x.Name == name }) {
+		return ""
+	}
+	return name
 }

@@ -10,11 +10,9 @@ import (
 	chromahtml "github.com/alecthomas/chroma/v2/formatters/html"
 	"github.com/alecthomas/chroma/v2/lexers"
 	"github.com/alecthomas/chroma/v2/styles"
-	"github.com/microcosm-cc/bluemonday"
-	"github.com/yuin/goldmark"
-	"github.com/yuin/goldmark/extension"
 	"gopkg.in/yaml.v3"
 
+	"github.com/gatehousehq/gatehouse/internal/markdown"
 	"github.com/gatehousehq/gatehouse/views"
 )
 
@@ -22,23 +20,18 @@ import (
 // text is shown escaped, uncoloured.
 const maxHighlight = 256 << 10
 
-// renderer turns artifact content into safe HTML: Markdown rendered by
-// goldmark (raw HTML dropped) and sanitised by bluemonday; YAML and JSON
-// tokenised by chroma, every token escaped; anything else escaped.
+// renderer turns artifact content into safe HTML: Markdown rendered and
+// sanitised (internal/markdown); YAML and JSON tokenised by chroma, every
+// token escaped; anything else escaped.
 type renderer struct {
-	md        goldmark.Markdown
-	policy    *bluemonday.Policy
+	md        *markdown.Renderer
 	formatter *chromahtml.Formatter
 	style     *chroma.Style
 }
 
 func newRenderer() *renderer {
-	p := bluemonday.UGCPolicy()
-	p.RequireNoReferrerOnLinks(true)
-	p.AddTargetBlankToFullyQualifiedLinks(true)
 	return &renderer{
-		md:        goldmark.New(goldmark.WithExtensions(extension.GFM)),
-		policy:    p,
+		md:        markdown.New(),
 		formatter: chromahtml.New(chromahtml.WithClasses(true), chromahtml.PreventSurroundingPre(true)),
 		style:     styles.Fallback,
 	}
@@ -61,11 +54,7 @@ func (r *renderer) document(contentType, content string) views.SafeHTML {
 
 // markdown renders Markdown and sanitises the result.
 func (r *renderer) markdown(src string) views.SafeHTML {
-	var buf bytes.Buffer
-	if err := r.md.Convert([]byte(src), &buf); err != nil {
-		return views.SafeHTML(`<pre class="plain">` + html.EscapeString(src) + `</pre>`)
-	}
-	return views.SafeHTML(r.policy.SanitizeBytes(buf.Bytes()))
+	return views.SafeHTML(r.md.HTML(src))
 }
 
 // code highlights src in language lang ("yaml", "json"); the result goes

@@ -17,7 +17,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,6 +27,7 @@ import (
 
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/markdown"
 	"github.com/gatehousehq/gatehouse/internal/notify"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/static"
@@ -82,11 +85,13 @@ type Handler struct {
 	page    func(echo.HandlerFunc) echo.HandlerFunc
 	errors  func(echo.HandlerFunc) echo.HandlerFunc
 	log     *slog.Logger
+	md      *markdown.Renderer
 }
 
 // New returns the handler.
 func New(d Deps) *Handler {
-	h := &Handler{store: d.Store, decider: d.Decider, assets: d.Assets, page: d.Page, errors: d.Errors, log: d.Logger}
+	h := &Handler{store: d.Store, decider: d.Decider, assets: d.Assets, page: d.Page, errors: d.Errors, log: d.Logger,
+		md: markdown.New()}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -121,6 +126,10 @@ type actLink struct {
 	link  *notify.ActionLink
 	task  *graph.Task
 	itr   *graph.Interrupt
+	// posted is a refused typed answer's input, kept for the form again,
+	// with its problems by field (SPEC §17).
+	posted   url.Values
+	problems map[string]string
 }
 
 // loadAct reads the link of the request's token: 404 when unknown.
@@ -254,6 +263,16 @@ func (h *Handler) actForm(c echo.Context, status int, a *actLink, errMsg, feedba
 	if itr.ClaimedBy != "" && itr.ClaimedBy != a.link.Recipient {
 		p.Claim = claimNote(itr)
 	}
+	asked, err := response.AskedOf(a.task, h.md)
+	if err != nil {
+		return err
+	}
+	if asked != nil {
+		p.Request = &asked.Info
+		if slices.Contains(p.Actions, graph.ActionRespond) {
+			p.Fields = response.AnswerFields(asked.Form, a.posted, a.problems)
+		}
+	}
 	if n := h.decider.Policy().Required(itr.Kind); n > 1 {
 		approvers, err := h.store.Approvals(c.Request().Context(), itr.ID)
 		if err != nil {
@@ -297,7 +316,20 @@ func (h *Handler) actPost(c echo.Context) error {
 	}
 	p := auth.UserPrincipal(*u)
 	in := graph.DecisionInput{InterruptID: a.itr.ID, Action: action, Feedback: feedback}
+	// A typed answer's controls (SPEC §17), read into typed JSON: the
+	// Decider checks it against the request's schema.
+	var asked *response.Asked
+	var conv map[string]string
+	if action == graph.ActionRespond {
+		if asked, err = response.AskedOf(a.task, h.md); err != nil {
+			return err
+		}
+		if asked != nil && asked.Form != nil {
+			in.Value, conv = asked.Form.Collect(c.Request().Form)
+		}
+	}
 	out, derr := h.decider.DecideOn(ctx, p, auth.Subject{Task: a.task, Interrupt: a.itr}, in)
+	var ae *auth.AnswerError
 	var (
 		fb *auth.ForbiddenError
 		ve *graph.ValidationError
@@ -307,6 +339,13 @@ func (h *Handler) actPost(c echo.Context) error {
 	case derr == nil:
 	case errors.As(derr, &fb):
 		return h.actForm(c, http.StatusForbidden, a, fb.Reason, feedback)
+	case errors.As(derr, &ae) && asked != nil && asked.Form != nil:
+		a.posted, a.problems = c.Request().Form, response.AnswerProblems(asked.Form, ae, conv)
+		msg := a.problems[""]
+		if msg == "" {
+			msg = "Not recorded: the answer does not fit the form; see the fields marked below."
+		}
+		return h.actForm(c, http.StatusUnprocessableEntity, a, msg, feedback)
 	case errors.As(derr, &ve):
 		return h.actForm(c, http.StatusUnprocessableEntity, a, response.DecisionMessage(ve), feedback)
 	case errors.As(derr, &cf) && cf.Holder != "":

@@ -30,9 +30,9 @@ func DecisionMessage(ve *graph.ValidationError) string {
 	switch {
 	case ve.Field == "feedback":
 		return "Say what must change: a rejection needs feedback."
-	case ve.Field == "value" && strings.Contains(ve.Message, "answer"):
+	case ve.Field == "value" && ve.Message == "must hold the answer":
 		return "Write an answer."
-	case ve.Field == "value" && strings.Contains(ve.Message, "edited"):
+	case ve.Field == "value" && ve.Message == "must hold the edited artifact":
 		return "The edited document is empty."
 	}
 	return Sentence(ve.Message)

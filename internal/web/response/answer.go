@@ -1,0 +1,161 @@
+package response
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gatehousehq/gatehouse/graph"
+	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/markdown"
+	"github.com/gatehousehq/gatehouse/internal/requests"
+	"github.com/gatehousehq/gatehouse/internal/workflows/request"
+	"github.com/gatehousehq/gatehouse/views"
+)
+
+// Asked is an approval request's task as the pages show it (SPEC §16–17):
+// who asked and through what, its description, and the form of its typed
+// answer (nil without a response_schema).
+type Asked struct {
+	Info views.RequestInfo
+	Form *requests.Form
+}
+
+// AskedOf reads the request of a task of the `request` workflow (nil, nil
+// for any other task), its description rendered by md.
+func AskedOf(t *graph.Task, md *markdown.Renderer) (*Asked, error) {
+	if t == nil || t.Workflow != request.Name {
+		return nil, nil
+	}
+	var in request.Input
+	if err := json.Unmarshal(t.Input, &in); err != nil {
+		return nil, fmt.Errorf("request %s: stored input: %w", t.ID, err)
+	}
+	a := &Asked{Info: views.RequestInfo{AskedBy: in.RequestedBy, Via: strings.ToUpper(in.Via)}}
+	if a.Info.AskedBy == "" {
+		a.Info.AskedBy = t.CreatedBy
+	}
+	if strings.TrimSpace(in.Description) != "" {
+		a.Info.Description = views.SafeHTML(md.HTML(in.Description))
+	}
+	if len(in.ResponseSchema) > 0 {
+		f, err := requests.ParseForm(in.ResponseSchema)
+		if err != nil {
+			return nil, fmt.Errorf("request %s: stored response_schema: %w", t.ID, err)
+		}
+		a.Form = f
+	}
+	return a, nil
+}
+
+// AnswerFields shapes a typed answer's controls: with the schema's
+// defaults when kept is nil (a fresh form), else with the input kept from
+// a refused submit, and each field's problem beside it.
+func AnswerFields(f *requests.Form, kept url.Values, problems map[string]string) []views.AnswerField {
+	if f == nil {
+		return nil
+	}
+	out := make([]views.AnswerField, 0, len(f.Fields))
+	for _, fd := range f.Fields {
+		v := views.AnswerField{Name: fd.Name, Label: fd.Title, Help: fd.Description, Widget: fd.Widget, Required: fd.Required,
+			Error: problems[fd.Name], Attrs: templAttrs(fd)}
+		if f.Single && fd.Title == fd.Name {
+			v.Label = "Your answer"
+		}
+		input := kept["answer."+fd.Name]
+		has := func(choice string) bool {
+			if kept == nil {
+				return fd.DefaultHas(choice)
+			}
+			return slices.Contains(input, choice)
+		}
+		switch fd.Widget {
+		case requests.WidgetCheckbox:
+			v.Checked = fd.DefaultTrue()
+			if kept != nil {
+				v.Checked = slices.Contains(input, "true") || slices.Contains(input, "on")
+			}
+		case requests.WidgetSelect, requests.WidgetChoices:
+			for _, o := range fd.Enum {
+				v.Options = append(v.Options, views.AnswerOption{Value: o, Selected: has(o)})
+			}
+		default:
+			v.Value = fd.DefaultText()
+			if kept != nil {
+				v.Value = strings.Join(input, "")
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// templAttrs are a field's checks for the browser (the server checks
+// again with the schema).
+func templAttrs(fd requests.Field) map[string]any {
+	a := map[string]any{}
+	if fd.Required && fd.Widget != requests.WidgetCheckbox && fd.Widget != requests.WidgetChoices {
+		a["required"] = true
+	}
+	num := func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+	count := func(n int) string { return strconv.Itoa(n) }
+	switch fd.Type {
+	case requests.TypeString:
+		if fd.MinLength != nil {
+			a["minlength"] = count(*fd.MinLength)
+		}
+		if fd.MaxLength != nil {
+			a["maxlength"] = count(*fd.MaxLength)
+		}
+		if fd.Pattern != "" && fd.Widget == requests.WidgetText {
+			// HTML anchors a pattern to the whole value; JSON Schema
+			// looks for a match anywhere.
+			a["pattern"] = ".*(?:" + fd.Pattern + ").*"
+		}
+	case requests.TypeInteger, requests.TypeNumber:
+		a["step"], a["inputmode"] = "any", "decimal"
+		if fd.Type == requests.TypeInteger {
+			a["step"] = "1"
+			a["inputmode"] = "numeric"
+		}
+		if fd.Minimum != nil {
+			a["min"] = num(*fd.Minimum)
+		}
+		if fd.Maximum != nil {
+			a["max"] = num(*fd.Maximum)
+		}
+	}
+	return a
+}
+
+// AnswerProblems turns a refused answer into a message per control: the
+// Decider's *auth.AnswerError (every failing field of the schema), and
+// what the form could not type (conv, by field name, which wins). A
+// problem no control owns is under "".
+func AnswerProblems(f *requests.Form, err error, conv map[string]string) map[string]string {
+	out := map[string]string{}
+	var ae *auth.AnswerError
+	if errors.As(err, &ae) {
+		all := ae.Fields
+		if len(all) == 0 {
+			all = map[string]string{ae.Field: ae.Problem}
+		}
+		for path, problem := range all {
+			name := f.FieldOf(path)
+			if _, seen := out[name]; !seen || path == ae.Field {
+				out[name] = Sentence(problem)
+			}
+		}
+	}
+	for name, problem := range conv {
+		out[name] = Sentence(problem)
+	}
+	if msg, ok := out[""]; ok {
+		out[""] = "The answer does not fit the form: " + msg
+	}
+	return out
+}
