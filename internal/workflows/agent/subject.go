@@ -107,3 +107,48 @@ func Points(feedback []string) []string {
 	}
 	return out
 }
+
+// describing are common adjectives, adverbs and verbs of a brief ("a tiny
+// service that lets small teams track …"): words a reply cannot name a
+// thing by ("manage smalls").
+var describing = map[string]bool{
+	"tiny": true, "small": true, "little": true, "large": true, "huge": true, "simple": true, "quick": true,
+	"fast": true, "easy": true, "better": true, "best": true, "great": true, "good": true, "nice": true,
+	"modern": true, "lightweight": true, "light": true, "internal": true, "external": true, "online": true,
+	"secure": true, "private": true, "public": true, "local": true, "remote": true, "free": true, "open": true,
+	"single": true, "multiple": true, "several": true, "various": true, "real-time": true, "realtime": true,
+	"daily": true, "weekly": true, "monthly": true, "yearly": true, "basic": true, "full": true, "first": true,
+	"last": true, "next": true, "high": true, "cheap": true, "smart": true, "self-hosted": true,
+	"friendly": true, "handy": true, "personal": true, "shared": true, "automatic": true,
+	"automatically": true, "quickly": true, "easily": true, "simply": true, "really": true, "already": true,
+	"lets": true, "helps": true, "tracks": true, "track": true, "manage": true, "manages": true, "keep": true,
+	"keeps": true, "send": true, "sends": true, "show": true, "shows": true, "handle": true, "handles": true,
+	"give": true, "gives": true, "turn": true, "turns": true, "find": true, "finds": true, "store": true,
+	"stores": true, "share": true, "shares": true, "offer": true, "offers": true, "runs": true, "takes": true,
+	"built": true, "made": true, "based": true, "new": true, "small-business": true, "generic": true,
+	"boring": true, "bland": true, "vague": true, "long": true, "short": true, "catchy": true, "mention": true,
+}
+
+// Nouns is Keywords without the words that describe rather than name
+// (fewer than n when text has fewer).
+func Nouns(text string, n int) []string {
+	var out []string
+	for _, w := range Keywords(text, 1<<10) {
+		if describing[w] || strings.HasSuffix(w, "ful") || strings.HasSuffix(w, "less") || strings.HasSuffix(w, "ous") {
+			continue
+		}
+		out = append(out, w)
+		if len(out) == n {
+			break
+		}
+	}
+	return out
+}
+
+// Noun is the i-th of Nouns(text), or fallback when it has fewer.
+func Noun(text string, i int, fallback string) string {
+	if k := Nouns(text, i+1); len(k) > i {
+		return k[i]
+	}
+	return fallback
+}

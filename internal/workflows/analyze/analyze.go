@@ -307,9 +307,19 @@ func Approves(message string) bool {
 
 // Subject is the Subject of an analyst call: the query, prefixed with
 // "[turn N] " after the first turn and "[final] " for the final analysis,
-// so that the scripted provider's built-in replies follow the
-// conversation. Real providers ignore it.
-func Subject(query string, turn int, final bool) string {
+// and with "[files [names…]] " (a JSON list) when files are attached, so
+// that the scripted provider's built-in replies follow the conversation
+// and speak of attached files only when there are some. Real providers
+// ignore it.
+func Subject(query string, turn int, final bool, files ...string) string {
+	if len(files) > 0 || strings.HasPrefix(query, filesPrefix) {
+		// (A query that looks like the prefix gets an empty one.)
+		if files == nil {
+			files = []string{}
+		}
+		names, _ := json.Marshal(files)
+		query = filesPrefix + string(names) + "] " + query
+	}
 	switch {
 	case final:
 		return finalPrefix + query
@@ -319,7 +329,7 @@ func Subject(query string, turn int, final bool) string {
 	return query
 }
 
-const finalPrefix = "[final] "
+const finalPrefix, filesPrefix = "[final] ", "[files "
 
 // --- nodes ---
 
@@ -329,7 +339,7 @@ func (w *workflow) prepare(ctx context.Context, run *graph.NodeRun, s State) (St
 	}
 	s.UserInput = ""
 	if n := len(s.AnalysisHistory); n > 1 && s.AnalysisHistory[n-1].Role == FromUser && Approves(s.AnalysisHistory[n-1].Content) {
-		resp, err := agent.AskAnswering(ctx, w.p, run, RoleAnalyst, finalPrompt(s), Subject(s.Query, s.Turns, true), s.answers())
+		resp, err := agent.AskAnswering(ctx, w.p, run, RoleAnalyst, finalPrompt(s), Subject(s.Query, s.Turns, true, s.fileNames()...), s.answers())
 		if err != nil {
 			return s, err
 		}
@@ -338,7 +348,7 @@ func (w *workflow) prepare(ctx context.Context, run *graph.NodeRun, s State) (St
 		run.Artifact(ArtifactAnalysis, "text/markdown", s.AnalysisOutput)
 		return s, nil
 	}
-	resp, err := agent.AskAnswering(ctx, w.p, run, RoleAnalyst, turnPrompt(s), Subject(s.Query, s.Turns+1, false), s.answers())
+	resp, err := agent.AskAnswering(ctx, w.p, run, RoleAnalyst, turnPrompt(s), Subject(s.Query, s.Turns+1, false, s.fileNames()...), s.answers())
 	if err != nil {
 		return s, err
 	}
@@ -415,7 +425,7 @@ func history(s State) string {
 
 func turnPrompt(s State) string {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "You are an analyst (role %s) working with a human on the request below. Study the attached files.\n", RoleAnalyst)
+	fmt.Fprintf(&sb, "You are an analyst (role %s) working with a human on the request below.%s\n", RoleAnalyst, studyFiles(s))
 	sb.WriteString("Then either ask the one clarifying question that matters most now, or, when you know enough, propose a solution\n")
 	fmt.Fprintf(&sb, "and ask the human to confirm it: end a proposal with \"Reply %s to accept.\"\n\n", ApprovalPhrase)
 	sb.WriteString(background(s))
@@ -424,15 +434,33 @@ func turnPrompt(s State) string {
 	return sb.String()
 }
 
+// studyFiles asks the analyst to study the attached files, when there
+// are some.
+func studyFiles(s State) string {
+	if len(s.FileContents) == 0 {
+		return ""
+	}
+	return " Study the attached files."
+}
+
 func finalPrompt(s State) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "You are an analyst (role %s). The human approved the solution you proposed.\n\n", RoleAnalyst)
 	sb.WriteString(background(s))
 	sb.WriteString(history(s))
-	sb.WriteString(`Write the final analysis in Markdown: a title; Summary of the request; Findings (from the files and the
-conversation); The agreed solution; Decisions and assumptions; Next steps. Reply with the document only.
+	sb.WriteString(`Write the final analysis in Markdown: a title; Summary of the request; Findings (from the files, if any, and
+the conversation); The agreed solution; Decisions and assumptions; Next steps. Reply with the document only.
 `)
 	return sb.String()
+}
+
+// fileNames are the names of the attached files, in order.
+func (s State) fileNames() []string {
+	out := make([]string, 0, len(s.FileContents))
+	for _, f := range s.FileContents {
+		out = append(out, f.Name)
+	}
+	return out
 }
 
 // answers is what the human has said so far, oldest first: the feedback

@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -25,12 +26,12 @@ func Builtin(role, subject string, feedback []string) (reply string, ok bool) {
 	if role != RoleAnalyst {
 		return "", false
 	}
-	final, turn, query := parseSubject(subject)
+	final, turn, files, query := parseSubject(subject)
 	topic := agent.FirstSentence(query, 80)
 	if topic == "" {
 		topic = "this request"
 	}
-	focus := agent.Keyword(query, 0, "the system")
+	focus := agent.Noun(query, 0, "the system")
 	if final {
 		return fmt.Sprintf(`# Analysis: %[1]s
 
@@ -39,7 +40,7 @@ func Builtin(role, subject string, feedback []string) (reply string, ok bool) {
 
 ## Findings
 - The current behaviour around %[3]s is the main source of the problem described.
-- The attached material and the answers given agree on the scope; nothing outside it needs to change.
+- %[5]s
 
 ## The agreed solution
 1. Reproduce the problem with a test that fails today.
@@ -53,7 +54,7 @@ func Builtin(role, subject string, feedback []string) (reply string, ok bool) {
 ## Next steps
 - Write the failing test and the fix; review; release behind the flag.
 - Remove the flag one week after a clean rollout.
-`, topic, agent.Excerpt(query, 600), focus, told(fb)), true
+`, topic, agent.Excerpt(query, 600), focus, told(fb), scope(files, fb)), true
 	}
 	said := ""
 	if len(fb) > 0 {
@@ -61,8 +62,8 @@ func Builtin(role, subject string, feedback []string) (reply string, ok bool) {
 	}
 	switch {
 	case turn <= 1:
-		return fmt.Sprintf("%sI have read your request (%q) and the attached files. Before I suggest a fix: "+
-			"who runs into this problem, and how often does it happen?", said, topic), true
+		return fmt.Sprintf("%sI have read your request (%q)%s. Before I suggest a fix: "+
+			"who runs into this problem, and how often does it happen?", said, topic, andFiles(files)), true
 	case turn == 2:
 		return fmt.Sprintf("%sThanks, that helps. Which constraints must a solution for %s respect — deadlines, "+
 			"compatibility with existing clients, or technologies you already use?", said, focus), true
@@ -78,18 +79,54 @@ If this works for you, reply %[3]s; otherwise tell me what to change.`, topic, f
 }
 
 // parseSubject reads Subject's prefixes back.
-func parseSubject(subject string) (final bool, turn int, query string) {
+func parseSubject(subject string) (final bool, turn int, files []string, query string) {
+	turn = 1
 	if rest, ok := strings.CutPrefix(subject, finalPrefix); ok {
-		return true, 0, rest
-	}
-	if rest, ok := strings.CutPrefix(subject, "[turn "); ok {
+		final, turn, subject = true, 0, rest
+	} else if rest, ok := strings.CutPrefix(subject, "[turn "); ok {
 		if n, q, ok := strings.Cut(rest, "] "); ok {
 			if t, err := strconv.Atoi(n); err == nil {
-				return false, t, q
+				turn, subject = t, q
 			}
 		}
 	}
-	return false, 1, subject
+	if rest, ok := strings.CutPrefix(subject, filesPrefix); ok {
+		dec := json.NewDecoder(strings.NewReader(rest))
+		var names []string
+		if dec.Decode(&names) == nil {
+			if q, ok := strings.CutPrefix(rest[dec.InputOffset():], "] "); ok {
+				files, subject = names, q
+			}
+		}
+	}
+	return final, turn, files, subject
+}
+
+// andFiles is " and the attached files (a.log, b.txt)", "" for none.
+func andFiles(files []string) string {
+	switch len(files) {
+	case 0:
+		return ""
+	case 1:
+		return fmt.Sprintf(" and the attached file %s", files[0])
+	}
+	return fmt.Sprintf(" and the %d attached files (%s)", len(files), strings.Join(files, ", "))
+}
+
+// scope is the final analysis's finding about what agrees on the scope.
+func scope(files, fb []string) string {
+	var what string
+	switch {
+	case len(files) > 0 && len(fb) > 0:
+		what = "The attached files (" + strings.Join(files, ", ") + ") and the answers given agree on the scope"
+	case len(files) > 0:
+		what = "The attached files (" + strings.Join(files, ", ") + ") confirm the scope"
+	case len(fb) > 0:
+		what = "The answers given settle the scope"
+	default:
+		what = "The request itself sets the scope"
+	}
+	return what + "; nothing outside it needs to change."
 }
 
 // told is the final analysis's section listing the human's answers ("" for

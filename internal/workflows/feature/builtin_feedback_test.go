@@ -85,6 +85,23 @@ func TestRejectingChangesTheDocument(t *testing.T) {
 			Action: "approve", DecidedBy: "tester"}); err != nil {
 			t.Fatalf("approve: %v", err)
 		}
+		if tc.node == feature.NodeRequirements {
+			// The plan carries the requirement the PRD's rejection added
+			// (issue 27, item 9), as a task of its own.
+			out, err := b.eng.Run(context.Background(), task.ID, 0)
+			if err != nil || out.Interrupt == nil || out.Interrupt.Node != feature.NodePlan {
+				t.Fatalf("Run = %+v, %v; want waiting at the plan", out, err)
+			}
+			var plan string
+			for _, a := range b.cp.Artifacts(task.ID) {
+				if a.Name == feature.PlanFile {
+					plan = a.Content
+				}
+			}
+			if !strings.Contains(plan, "Meet FR-4: "+tc.feedback) {
+				t.Errorf("the first plan does not carry FR-4 (%q):\n%s", tc.feedback, plan)
+			}
+		}
 	}
 	if out, err := b.eng.Run(context.Background(), task.ID, 0); err != nil || out.Status != graph.StatusSucceeded {
 		t.Fatalf("final Run = %+v, %v; want succeeded", out, err)

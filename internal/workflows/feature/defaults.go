@@ -2,6 +2,7 @@ package feature
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -59,7 +60,7 @@ func Revision(role, description string, feedback []string) string {
 			"The feature is covered by integration tests against PostgreSQL.",
 		}
 		for i, f := range fb {
-			id := fmt.Sprintf("FR-%d", 4+i)
+			id := fmt.Sprintf("%s%d", requirementPrefix, firstAddedRequirement+i)
 			reqs = append(reqs, req{id, "From review feedback: " + f})
 			criteria = append(criteria, fmt.Sprintf("A reviewer confirms %s answers: %s", id, f))
 		}
@@ -112,13 +113,32 @@ func Revision(role, description string, feedback []string) string {
 			}},
 		}
 		summary := "Two phases: the data model and API first, then the UI and its tests."
-		if len(fb) > 0 {
+		// Requirements a PRD's rejection added ("FR-4: …") become tasks
+		// of the second phase; the plan's own rejections a third phase.
+		var own []string
+		for _, f := range fb {
+			id, text, ok := addedRequirement(f)
+			if !ok {
+				own = append(own, f)
+				continue
+			}
+			n := len(phases[1].Tasks) + 1
+			prev := phases[1].Tasks[len(phases[1].Tasks)-1].ID
+			t := task{fmt.Sprintf("task-%d", 2+n), "Meet " + id + ": " + agent.Excerpt(text, 60), text, []string{prev}}
+			phases[1].Tasks = append(phases[1].Tasks, t)
+		}
+		if len(own) > 0 {
+			n := len(phases[0].Tasks) + len(phases[1].Tasks)
+			last := phases[1].Tasks[len(phases[1].Tasks)-1].ID
 			var tasks []task
-			for i, f := range fb {
-				tasks = append(tasks, task{fmt.Sprintf("task-%d", 5+i), "Address review feedback " + fmt.Sprint(i+1), f, []string{"task-4"}})
+			for i, f := range own {
+				tasks = append(tasks, task{fmt.Sprintf("task-%d", n+1+i), "Address review feedback " + fmt.Sprint(i+1), f, []string{last}})
 			}
 			phases = append(phases, phase{"phase-3", "Review feedback", "Changes the reviewer asked for.", tasks})
 			summary = "Three phases: the data model and API, the UI and its tests, then the changes the review asked for."
+		}
+		if len(own) < len(fb) {
+			summary = strings.Replace(summary, "the UI and its tests", "the UI, its tests and the requirements the PRD's review added", 1)
 		}
 		return marshal(struct {
 			Summary string  `yaml:"summary"`
@@ -158,6 +178,20 @@ All tests pass.
 %s`, name, firstSentence(desc, 300), answered("Review feedback addressed", fb))
 	}
 	return ""
+}
+
+// addedRequirement reads a plan's feedback entry that names a
+// requirement a PRD's rejection added ("FR-4: text").
+func addedRequirement(f string) (id, text string, ok bool) {
+	rest, found := strings.CutPrefix(f, requirementPrefix)
+	if !found {
+		return "", "", false
+	}
+	n, text, found := strings.Cut(rest, ": ")
+	if _, err := strconv.Atoi(n); !found || err != nil {
+		return "", "", false
+	}
+	return requirementPrefix + n, text, true
 }
 
 // revisedFor is a sentence closing a summary that was revised for fb.

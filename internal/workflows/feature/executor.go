@@ -99,6 +99,9 @@ func (w *workflow) call(ctx context.Context, run *graph.NodeRun, s State, role, 
 // feedbackFor is the rejection feedback role's call answers: the same
 // entries its prompt lists (every rejection for requirements, whose
 // spec.yaml carries them all; the plan's and the merge's own otherwise).
+// The plan answers the requirements the PRD's rejections added too (its
+// prompt carries them in spec.yaml): each as "FR-n: feedback", numbered
+// as the requirements reply numbers them (FR-4 on, one per rejection).
 func feedbackFor(s State, role string) []string {
 	var phase string
 	switch role {
@@ -111,10 +114,20 @@ func feedbackFor(s State, role string) []string {
 		return nil
 	}
 	var out []string
-	for _, f := range s.Feedback {
-		if phase == "" || f.Phase == phase {
+	for i, f := range s.Feedback {
+		switch {
+		case phase == "" || f.Phase == phase:
 			out = append(out, f.Feedback)
+		case role == RolePlan && f.Phase == NodeRequirements:
+			out = append(out, fmt.Sprintf("%s%d: %s", requirementPrefix, firstAddedRequirement+i, f.Feedback))
 		}
 	}
 	return out
 }
+
+// requirementPrefix and firstAddedRequirement name the requirements a
+// PRD's rejections add: FR-4, FR-5, …
+const (
+	requirementPrefix     = "FR-"
+	firstAddedRequirement = 4
+)

@@ -25,7 +25,7 @@ func BuiltinReply(role, subject string) (reply string, ok bool) {
 func Builtin(role, subject string, feedback []string) (reply string, ok bool) {
 	fb := agent.Points(feedback)
 	topic := agent.Name(subject, "the change")
-	focus := agent.Keyword(subject, 0, "feature")
+	focus := agent.Noun(subject, 0, "feature")
 	switch role {
 	case RolePlanner:
 		plan := Plan{

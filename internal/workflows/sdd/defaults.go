@@ -88,8 +88,8 @@ func newDemo(brief string) demo {
 	d := demo{
 		name:    agent.Name(brief, "The Service"),
 		summary: agent.FirstSentence(brief, 240),
-		entity:  ident(agent.Keyword(brief, 0, "record")),
-		second:  ident(agent.Keyword(brief, 1, "event")),
+		entity:  ident(agent.Noun(brief, 0, "record")),
+		second:  ident(agent.Noun(brief, 1, "event")),
 	}
 	if d.summary == "" {
 		d.summary = "A new service."
