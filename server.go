@@ -176,7 +176,7 @@ func (s *Server) Run(ctx context.Context) error {
 	// The hub is the engine's sink too: this replica's own events reach its
 	// websockets straight from the commit.
 	engine, err := graph.NewEngine(met.Checkpointer(store), workflows, graph.WithLogger(log), graph.WithSink(hub),
-		graph.WithRaiseHook(cfg.Auth.Policy.Schedule),
+		graph.WithRaiseHook(cfg.Auth.Policy.Raise),
 		graph.WithSink(met))
 	if err != nil {
 		sender.Stop(context.Background())

@@ -220,19 +220,9 @@ func (e *Engine) raiseAtStart(t *Task, c *Commit, entry string, q Question) *Int
 	now := c.Checkpoint.UpdatedAt
 	itr := &Interrupt{ID: NewID(), TaskID: t.ID, Node: entry, Kind: q.Kind, Iteration: 1, Status: InterruptPending, CreatedAt: now,
 		Payload: InterruptPayload{Type: InterruptQuestion, Title: title, Question: q.Text, Artifact: q.Artifact, Actions: q.Actions}}
-	if e.raiseHook != nil {
-		e.raiseHook(t, itr)
-	}
-	raised := map[string]any{"interrupt_id": itr.ID, "kind": itr.Kind, "title": title}
-	if itr.Deadline != nil {
-		raised["deadline"] = itr.Deadline.UTC().Format(time.RFC3339Nano)
-	}
-	c.Status, t.Status = StatusWaiting, StatusWaiting
-	c.Raise = itr
 	c.Checkpoint.PendingInterrupt = itr.ID
-	c.Events = append(c.Events,
-		newEvent(t.ID, EventInterruptRaised, entry, 1, now, nil, raised),
-		newEvent(t.ID, EventTaskWaiting, entry, 1, now, nil, map[string]any{"interrupt_id": itr.ID}))
+	e.raiseInto(t, itr, c)
+	t.Status = c.Status
 	return itr
 }
 
@@ -727,26 +717,53 @@ func (x *execution[S]) ask(ctx context.Context, c *Commit, n *node[S], run *Node
 func (x *execution[S]) raise(ctx context.Context, c *Commit, node, kind string, iteration int, p InterruptPayload) (Outcome, error) {
 	itr := &Interrupt{ID: NewID(), TaskID: x.task.ID, Node: node, Kind: kind, Iteration: iteration,
 		Payload: p, Status: InterruptPending, CreatedAt: x.e.now()}
-	if x.e.raiseHook != nil {
-		x.e.raiseHook(&x.task, itr)
-	}
-	raised := map[string]any{"interrupt_id": itr.ID, "kind": kind, "title": p.Title}
-	if itr.Deadline != nil {
-		raised["deadline"] = itr.Deadline.UTC().Format(time.RFC3339Nano)
-	}
 	x.cp.PendingInterrupt = itr.ID
 	if c.Reason == "" {
 		c.Reason = "interrupt"
 	}
-	c.Raise = itr
-	c.Status = StatusWaiting
-	c.Events = append(c.Events,
-		x.event(EventInterruptRaised, node, iteration, nil, raised),
-		x.event(EventTaskWaiting, node, iteration, nil, map[string]any{"interrupt_id": itr.ID}))
+	x.e.raiseInto(&x.task, itr, c)
 	if err := x.save(ctx, c); err != nil {
 		return Outcome{}, err
 	}
+	if itr.Ruled != nil {
+		// Decided as raised: runnable again, to apply the decision.
+		return Outcome{Status: StatusQueued}, nil
+	}
 	return Outcome{Status: StatusWaiting, Interrupt: itr}, nil
+}
+
+// raiseInto makes c raise itr, a new interrupt of task, with the raise
+// hook applied: the task waits on it, or, when a rule decided it at once
+// (itr.Ruled), is queued with the decision recorded, to go on as after
+// any decision.
+func (e *Engine) raiseInto(t *Task, itr *Interrupt, c *Commit) {
+	if e.raiseHook != nil {
+		e.raiseHook(t, itr)
+	}
+	now, node, iteration := itr.CreatedAt, itr.Node, itr.Iteration
+	raised := map[string]any{"interrupt_id": itr.ID, "kind": itr.Kind, "title": itr.Payload.Title}
+	if itr.Deadline != nil {
+		raised["deadline"] = itr.Deadline.UTC().Format(time.RFC3339Nano)
+	}
+	c.Raise = itr
+	c.Events = append(c.Events, newEvent(t.ID, EventInterruptRaised, node, iteration, now, nil, raised))
+	for _, re := range itr.RuleErrors {
+		c.Events = append(c.Events, newEvent(t.ID, EventRuleError, node, iteration, now, nil,
+			map[string]any{"interrupt_id": itr.ID, "kind": itr.Kind, "rule": re.Rule, "error": re.Error, "actor": "system"}))
+	}
+	if r := itr.Ruled; r != nil {
+		// Nothing waits: no deadline, no reminders.
+		itr.Deadline, itr.Timers = nil, nil
+		resolved := now
+		itr.Status, itr.ResolvedAt = InterruptResolved, &resolved
+		c.Status = StatusQueued
+		c.Events = append(c.Events, newEvent(t.ID, EventDecisionRecorded, node, iteration, now, nil, map[string]any{
+			"interrupt_id": itr.ID, "kind": itr.Kind, "action": r.Action, "feedback": r.Feedback, "decided_by": r.By,
+			"actor": r.By, "rule": r.Rule}))
+		return
+	}
+	c.Status = StatusWaiting
+	c.Events = append(c.Events, newEvent(t.ID, EventTaskWaiting, node, iteration, now, nil, map[string]any{"interrupt_id": itr.ID}))
 }
 
 // fail records a task failure. The checkpoint keeps the last good state

@@ -131,6 +131,10 @@ func (m *MemoryCheckpointer) commit(c *Commit) error {
 	if c.Raise != nil {
 		itr := *c.Raise
 		m.interrupts[itr.ID] = &itr
+		if r := itr.Ruled; r != nil {
+			m.decisions[itr.ID] = &Decision{ID: NewID(), InterruptID: itr.ID, TaskID: itr.TaskID, Action: r.Action,
+				Feedback: r.Feedback, DecidedBy: r.By, DecidedAt: itr.CreatedAt}
+		}
 	}
 	return nil
 }

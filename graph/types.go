@@ -222,7 +222,33 @@ type Interrupt struct {
 	// interrupt, are written with it: its deadline, reminders and
 	// escalation steps.
 	Timers []Timer
+	// Ruled, when the raise hook sets it, decides the interrupt as it is
+	// raised (a rule of the policy, SPEC §18): it is written resolved,
+	// with its decision, and the task goes on as after any decision — no
+	// inbox item, no notification of the raise.
+	Ruled *Ruled
+	// RuleErrors, set by the raise hook, are rules that failed to
+	// evaluate; each becomes an interrupt.rule_error event.
+	RuleErrors []RuleError
 }
+
+// Ruled is a decision a rule took on an interrupt as it was raised.
+type Ruled struct {
+	Rule     string // the rule's name
+	By       string // the principal: policy:<rule>
+	Action   string // approve or reject
+	Feedback string
+}
+
+// RuleError is a rule that failed to evaluate on an interrupt.
+type RuleError struct {
+	Rule  string
+	Error string
+}
+
+// EventRuleError is a rule of the policy that failed to evaluate on an
+// interrupt being raised (counted as not holding).
+const EventRuleError = "interrupt.rule_error"
 
 // Timer kinds.
 const (

@@ -134,6 +134,8 @@ type PolicyPage struct {
 type PolicyKind struct {
 	Kind, CreatorMay, Deciders, Deadline, OnTimeout, Reminders, Escalate string
 	Approvals                                                            int
+	// Rules are the kind's rules (SPEC §18), one line each, in order.
+	Rules []string
 }
 
 // PolicyGroup is a group and its members.

@@ -246,6 +246,8 @@ func TestE2EPolicyFileErrorsExitTwo(t *testing.T) {
 		{"kinds:\n  prd:\n    deadline: -1h\n", ":3: kinds.prd.deadline: -1h is shorter than the minimum of 1s"},
 		{"kinds:\n  prd:\n    deadline: 1h\n    on_timeout: fial\n", ":4: kinds.prd.on_timeout: want fail, approve, cancel or none"},
 		{"kinds:\n  prd:\n    deadline: 1h\n    reminders: [2h]\n", ":4: kinds.prd.reminders:"},
+		{"kinds:\n  refund:\n    rules:\n      - {name: a, when: \"amount > 3\", action: approve}\n",
+			":4: kinds.refund.rules[0].when: ERROR: <input>:1:1: undeclared reference to 'amount'"},
 		{"kinds:\n  question:\n    deadline: 1h\n    on_timeout: approve\n", ":4: kinds.question.on_timeout: approve cannot answer a question"},
 	}
 	for _, c := range cases {
@@ -278,5 +280,14 @@ func TestE2EPolicyFileErrorsExitTwo(t *testing.T) {
 	}, strings.NewReader(""), &stdout, &stderr)
 	if code != 0 || !strings.Contains(stdout.String(), "approvals: 2") {
 		t.Errorf("policy show: exit %d, %q", code, stdout.String())
+	}
+	// The rules, listed in the file's shape.
+	rules := writePolicyFile(t, "kinds:\n  refund:\n    rules:\n      - {name: small, when: \"payload.amount <= 100\", action: approve}\n")
+	stdout.Reset()
+	code = run(t.Context(), []string{"policy", "show"}, func(k string) string {
+		return map[string]string{"GATEHOUSE_POLICY_FILE": rules}[k]
+	}, strings.NewReader(""), &stdout, &stderr)
+	if code != 0 || !strings.Contains(stdout.String(), `- {name: small, when: "payload.amount <= 100", action: approve}`) {
+		t.Errorf("policy show with rules: exit %d, %q", code, stdout.String())
 	}
 }

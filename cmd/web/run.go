@@ -245,7 +245,7 @@ func cmdRun(ctx context.Context, args []string, getenv func(string) string, stdi
 	go func() { defer close(hubDone); hub.Run(bg) }()
 	defer func() { stopBG(); <-hubDone }()
 	engine, err := graph.NewEngine(store, workflows, graph.WithLogger(log), graph.WithSink(hub),
-		graph.WithRaiseHook(cfg.Auth.Policy.Schedule))
+		graph.WithRaiseHook(cfg.Auth.Policy.Raise))
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,6 +56,19 @@ func newReceiver(t *testing.T, answer func(n int) int) *receiver {
 		r.srv.Close()
 	})
 	return r
+}
+
+// newDownReceiver is a receiver that is down (503) until up is called,
+// then answers 200.
+func newDownReceiver(t *testing.T) (r *receiver, up func()) {
+	var isUp atomic.Bool
+	r = newReceiver(t, func(int) int {
+		if isUp.Load() {
+			return http.StatusOK
+		}
+		return http.StatusServiceUnavailable
+	})
+	return r, func() { isUp.Store(true) }
 }
 
 func (r *receiver) setSecret(secret string) {
@@ -246,16 +260,7 @@ func TestE2EWebhookGoneDisables(t *testing.T) {
 func TestE2EWebhookSurvivesKillNine(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	var mu sync.Mutex
-	up := false
-	r := newReceiver(t, func(int) int {
-		mu.Lock()
-		defer mu.Unlock()
-		if up {
-			return http.StatusOK
-		}
-		return http.StatusServiceUnavailable
-	})
+	r, up := newDownReceiver(t)
 	r.setSecret(addWebhook(t, d.url, r.srv.URL, "--events", "interrupt.raised"))
 	// A large scale: the first retry would wait about 5 minutes × 0.2.
 	p := serve(t, d.url, "GATEHOUSE_WEBHOOK_ALLOW_PRIVATE=true", "GATEHOUSE_WEBHOOK_BACKOFF_SCALE=0.2")
@@ -269,9 +274,7 @@ func TestE2EWebhookSurvivesKillNine(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-p.exited
-	mu.Lock()
-	up = true
-	mu.Unlock()
+	up()
 	// The retry is due ~1 s (5 s × 0.2) after the failed attempt: the
 	// restarted server finds it in the table and sends it.
 	serve(t, d.url, "GATEHOUSE_WEBHOOK_ALLOW_PRIVATE=true", "GATEHOUSE_WEBHOOK_BACKOFF_SCALE=0.2")

@@ -135,3 +135,18 @@ LIMIT sqlc.arg(max_rows)::int;
 -- committed before it.
 -- name: AnalyticsFold :one
 SELECT gatehouse_analytics_fold()::int AS moved;
+
+-- AnalyticsRuled: the decisions rules of the policy took (decided by
+-- policy:<rule>, SPEC §18), by kind, in the period.
+-- name: AnalyticsRuled :many
+SELECT i.kind, (count(*) FILTER (WHERE d.action = 'approve'))::int AS approved,
+       (count(*) FILTER (WHERE d.action = 'reject'))::int AS rejected
+FROM decisions d
+JOIN interrupts i ON i.id = d.interrupt_id
+JOIN tasks t ON t.id = d.task_id
+WHERE d.decided_by LIKE 'policy:%'
+  AND d.decided_at >= sqlc.arg(since)::timestamptz AND d.decided_at < sqlc.arg(until)::timestamptz
+  AND (sqlc.arg(kind)::text = '' OR i.kind = sqlc.arg(kind)::text)
+  AND (sqlc.arg(workflow)::text = '' OR t.workflow = sqlc.arg(workflow)::text)
+GROUP BY i.kind
+ORDER BY i.kind;

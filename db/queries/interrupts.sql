@@ -20,3 +20,16 @@ FROM (SELECT key, n FROM row_counts WHERE scope = 'pending_interrupt_kind'
 GROUP BY key
 HAVING sum(n) <> 0
 ORDER BY key;
+
+-- InterruptDecideByRule records the decision a rule of the policy took on
+-- an interrupt as it was raised (SPEC §18), in the raise's transaction:
+-- the interrupt becomes resolved (its callback, when a request's, is
+-- written by the trigger) and the decision row names policy:<rule>.
+-- name: InterruptDecideByRule :exec
+WITH i AS (
+    UPDATE interrupts SET status = 'resolved', resolved_at = @decided_at::timestamptz
+    WHERE id = @id::uuid AND status = 'pending'
+    RETURNING id, task_id, payload_sha256
+)
+INSERT INTO decisions (interrupt_id, task_id, action, feedback, value, decided_by, decided_at, payload_sha256)
+SELECT i.id, i.task_id, @action::text, @feedback::text, NULL, @decided_by::text, @decided_at::timestamptz, i.payload_sha256 FROM i;

@@ -36,6 +36,11 @@ type KindStats struct {
 	Edited   int    `json:"edited"`
 	Answered int    `json:"answered"`
 	Expired  int    `json:"expired"`
+	// AutoApproved and AutoRejected are the decisions a rule of the
+	// policy took (SPEC §18), counted apart (they are among Approved and
+	// Rejected too).
+	AutoApproved int `json:"auto_approved"`
+	AutoRejected int `json:"auto_rejected"`
 	// Pending and OldestPendingSeconds are the backlog now, whatever the
 	// period.
 	Pending                  int            `json:"pending"`
@@ -120,6 +125,14 @@ type Input struct {
 	Approvals  []ApprovalCount
 	Deciders   []DeciderDay
 	Pending    []PendingGroup
+	Ruled      []RuledCount
+}
+
+// RuledCount: the decisions rules of the policy took on a kind's
+// interrupts in the period.
+type RuledCount struct {
+	Kind               string
+	Approved, Rejected int
 }
 
 // InterruptDay: the interrupts of a kind raised on Day and no longer
@@ -224,6 +237,11 @@ func Build(in Input) *Report {
 		}
 	}
 
+	for _, rc := range in.Ruled {
+		ks := kind(rc.Kind)
+		ks.AutoApproved += rc.Approved
+		ks.AutoRejected += rc.Rejected
+	}
 	kindHist := map[string][]int{}
 	dayHist := map[dayKind][]int{}
 	for _, d := range in.Decisions {
@@ -334,7 +352,7 @@ func ptr[T any](v T) *T { return &v }
 // CSVHeader is the header row of CSV: the fields of a kind.
 var CSVHeader = []string{"kind", "raised", "approved", "rejected", "edited", "answered", "expired", "pending",
 	"oldest_pending_seconds", "time_to_decision_p50", "time_to_decision_p90", "time_to_decision_max",
-	"rejections_before_approval", "rejection_rate"}
+	"rejections_before_approval", "rejection_rate", "auto_approved", "auto_rejected"}
 
 // CSV writes one row per kind, the kind's JSON fields as columns (numbers
 // as JSON writes them, null as an empty cell, the rejection histogram as
@@ -349,7 +367,8 @@ func (r *Report) CSV() ([]byte, error) {
 		hist, _ := k.RejectionsBeforeApproval.MarshalJSON()
 		row := []string{k.Kind, itoa(k.Raised), itoa(k.Approved), itoa(k.Rejected), itoa(k.Edited), itoa(k.Answered),
 			itoa(k.Expired), itoa(k.Pending), num(k.OldestPendingSeconds), num(k.TimeToDecision.P50),
-			num(k.TimeToDecision.P90), num(k.TimeToDecision.Max), string(hist), num(k.RejectionRate)}
+			num(k.TimeToDecision.P90), num(k.TimeToDecision.Max), string(hist), num(k.RejectionRate),
+			itoa(k.AutoApproved), itoa(k.AutoRejected)}
 		if err := w.Write(row); err != nil {
 			return nil, err
 		}

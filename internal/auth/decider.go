@@ -192,7 +192,7 @@ func (d *Decider) MayApprove(p Principal, task *graph.Task, itr *graph.Interrupt
 		return forbidden("Separation of duties: %s started this task and may not approve its own %s; another approver must approve it.",
 			p.Name, itr.Kind)
 	}
-	if n := d.policy.Required(itr.Kind); n > 1 && slices.Contains(approvers, p.Name) {
+	if n := d.policy.RequiredFor(task, itr); n > 1 && slices.Contains(approvers, p.Name) {
 		return forbidden("%s has already approved this %s (%s); a different approver must give the next approval.",
 			p.Name, itr.Kind, Progress(len(approvers), n))
 	}
@@ -277,7 +277,7 @@ func (d *Decider) decide(ctx context.Context, p Principal, taskID string, s *Sub
 			return Outcome{}, err
 		}
 	}
-	out := Outcome{Kind: itr.Kind, Required: d.policy.Required(itr.Kind)}
+	out := Outcome{Kind: itr.Kind, Required: d.policy.RequiredFor(task, itr)}
 	if err := d.MayDecide(p, task, itr); err != nil {
 		return out, d.refuse(ctx, p, taskID, in, itr.Kind, err)
 	}

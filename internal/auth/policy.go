@@ -5,8 +5,11 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gatehousehq/gatehouse/graph"
 )
 
 // TimerPolicy is what firing timers asks the approval policy: who a
@@ -117,6 +120,9 @@ type KindPolicy struct {
 	Reminders []time.Duration
 	// Escalate is the ladder, by increasing After.
 	Escalate []Step
+	// Rules are tried in order when an interrupt of the kind is raised
+	// (SPEC §18).
+	Rules []Rule
 }
 
 // DefaultSoDKinds are the kinds whose creator may not approve, unless
@@ -487,6 +493,21 @@ func (p Policy) YAML() string {
 			b.WriteString("    escalate:\n")
 			for _, st := range kp.Escalate {
 				fmt.Fprintf(&b, "      - {after: %s, to: %s}\n", ShortDuration(st.After), refs(st.To))
+			}
+		}
+		if len(kp.Rules) > 0 {
+			b.WriteString("    rules:\n")
+			for _, r := range kp.Rules {
+				fmt.Fprintf(&b, "      - {name: %s, when: %s, ", r.Name, strconv.Quote(r.When))
+				if r.Action != "" {
+					fmt.Fprintf(&b, "action: %s", r.Action)
+					if r.Action == graph.ActionReject {
+						fmt.Fprintf(&b, ", feedback: %s", strconv.Quote(r.Feedback))
+					}
+				} else {
+					fmt.Fprintf(&b, "approvals: %d", r.Approvals)
+				}
+				b.WriteString("}\n")
 			}
 		}
 	}

@@ -372,8 +372,10 @@ func (pp *policyParser) kind(kind string, n *yaml.Node, groups map[string][]stri
 			}
 		case "escalate":
 			kp.Escalate = pp.ladder(v, dk, groups)
+		case "rules":
+			kp.Rules = pp.rules(v, dk)
 		default:
-			pp.fail(k, dk, "unknown key (want approvals, separation_of_duties, deciders, deadline, on_timeout, reminders or escalate)")
+			pp.fail(k, dk, "unknown key (want approvals, separation_of_duties, deciders, deadline, on_timeout, reminders, escalate or rules)")
 		}
 	})
 	if remNode != nil {

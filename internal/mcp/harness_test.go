@@ -68,7 +68,7 @@ func setup(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	policy := auth.NewPolicy(nil, nil)
-	e, err := graph.NewEngine(store, []graph.Workflow{fw, rw}, graph.WithSink(hub), graph.WithRaiseHook(policy.Schedule))
+	e, err := graph.NewEngine(store, []graph.Workflow{fw, rw}, graph.WithSink(hub), graph.WithRaiseHook(policy.Raise))
 	if err != nil {
 		t.Fatal(err)
 	}

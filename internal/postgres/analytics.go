@@ -78,6 +78,13 @@ func (s *Store) Analytics(ctx context.Context, f analytics.Filter) (*analytics.R
 		}
 		return err
 	})
+	run("ruled", func() error {
+		rows, err := s.q.AnalyticsRuled(ctx, dbsqlc.AnalyticsRuledParams{Since: since, Until: until, Kind: f.Kind, Workflow: f.Workflow})
+		for _, r := range rows {
+			in.Ruled = append(in.Ruled, analytics.RuledCount{Kind: r.Kind, Approved: int(r.Approved), Rejected: int(r.Rejected)})
+		}
+		return err
+	})
 	run("pending", func() error {
 		rows, err := s.q.AnalyticsPending(ctx, dbsqlc.AnalyticsPendingParams{Now: f.Now, Kind: f.Kind, Workflow: f.Workflow})
 		for _, r := range rows {

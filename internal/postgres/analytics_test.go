@@ -106,16 +106,16 @@ func TestAnalyticsExact(t *testing.T) {
 	equalJSON(t, "since", got["since"], `"2026-01-05T00:00:00Z"`)
 	equalJSON(t, "until", got["until"], `"2026-01-09T00:00:00Z"`)
 	equalJSON(t, "kinds", got["kinds"], `[
-	 {"kind":"merge","raised":0,"approved":0,"rejected":0,"edited":0,"answered":0,"expired":0,"pending":1,
+	 {"kind":"merge","raised":0,"approved":0,"rejected":0,"edited":0,"answered":0,"expired":0,"auto_approved":0,"auto_rejected":0,"pending":1,
 	  "oldest_pending_seconds":1771200,"time_to_decision_seconds":{"p50":null,"p90":null,"max":null},
 	  "rejections_before_approval":{},"rejection_rate":null},
-	 {"kind":"plan","raised":4,"approved":2,"rejected":2,"edited":0,"answered":0,"expired":0,"pending":0,
+	 {"kind":"plan","raised":4,"approved":2,"rejected":2,"edited":0,"answered":0,"expired":0,"auto_approved":0,"auto_rejected":0,"pending":0,
 	  "oldest_pending_seconds":null,"time_to_decision_seconds":{"p50":20,"p90":300,"max":300},
 	  "rejections_before_approval":{"0":1,"1":0,"2":1},"rejection_rate":0.5},
-	 {"kind":"prd","raised":7,"approved":2,"rejected":1,"edited":1,"answered":0,"expired":1,"pending":1,
+	 {"kind":"prd","raised":7,"approved":2,"rejected":1,"edited":1,"answered":0,"expired":1,"auto_approved":0,"auto_rejected":0,"pending":1,
 	  "oldest_pending_seconds":86400,"time_to_decision_seconds":{"p50":120,"p90":3600,"max":3600.5},
 	  "rejections_before_approval":{"0":2,"1":1},"rejection_rate":0.25},
-	 {"kind":"question","raised":1,"approved":0,"rejected":0,"edited":0,"answered":1,"expired":0,"pending":0,
+	 {"kind":"question","raised":1,"approved":0,"rejected":0,"edited":0,"answered":1,"expired":0,"auto_approved":0,"auto_rejected":0,"pending":0,
 	  "oldest_pending_seconds":null,"time_to_decision_seconds":{"p50":45,"p90":45,"max":45.5},
 	  "rejections_before_approval":{},"rejection_rate":null}]`)
 	equalJSON(t, "deciders", got["deciders"], `[
@@ -179,7 +179,8 @@ func TestAnalyticsExact(t *testing.T) {
 				"rejected": k["rejected"], "edited": k["edited"], "answered": k["answered"], "expired": k["expired"],
 				"pending": k["pending"], "oldest_pending_seconds": k["oldest_pending_seconds"],
 				"time_to_decision_p50": ttd["p50"], "time_to_decision_p90": ttd["p90"], "time_to_decision_max": ttd["max"],
-				"rejections_before_approval": k["rejections_before_approval"], "rejection_rate": k["rejection_rate"]}
+				"rejections_before_approval": k["rejections_before_approval"], "rejection_rate": k["rejection_rate"],
+				"auto_approved": k["auto_approved"], "auto_rejected": k["auto_rejected"]}
 			if len(rows[0]) != len(want) {
 				t.Fatalf("header %v", rows[0])
 			}
@@ -217,7 +218,7 @@ func TestAnalyticsExact(t *testing.T) {
 			t.Errorf("kinds of feature: %v", kinds)
 		}
 		equalJSON(t, "feature plan", kinds["plan"], `{"kind":"plan","raised":3,"approved":1,"rejected":2,"edited":0,
-		 "answered":0,"expired":0,"pending":0,"oldest_pending_seconds":null,
+		 "answered":0,"expired":0,"auto_approved":0,"auto_rejected":0,"pending":0,"oldest_pending_seconds":null,
 		 "time_to_decision_seconds":{"p50":45,"p90":300,"max":300},"rejections_before_approval":{"0":0,"1":0,"2":1},
 		 "rejection_rate":0.6666666666666666}`)
 		equalJSON(t, "feature deciders", got["deciders"], `[

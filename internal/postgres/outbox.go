@@ -102,7 +102,7 @@ type outboxEvent struct {
 // commitEvent is the outbox event of an engine commit: a raised interrupt,
 // or the end of the task; nil for the rest.
 func commitEvent(c *graph.Commit) *outboxEvent {
-	if r := c.Raise; r != nil {
+	if r := c.Raise; r != nil && r.Ruled == nil {
 		id, ok := parseID(r.ID)
 		if !ok {
 			return nil

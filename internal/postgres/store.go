@@ -348,6 +348,11 @@ func (s *Store) prepareCommit(ctx context.Context, c *graph.Commit) (*commitWork
 		}
 		if ip != nil {
 			queue(b, func(q *dbsqlc.Queries) error { return q.InterruptInsert(ctx, *ip) })
+			if r := c.Raise.Ruled; r != nil {
+				rp := dbsqlc.InterruptDecideByRuleParams{ID: ip.ID, DecidedAt: ip.CreatedAt, Action: r.Action, Feedback: r.Feedback,
+					DecidedBy: r.By}
+				queue(b, func(q *dbsqlc.Queries) error { return q.InterruptDecideByRule(ctx, rp) })
+			}
 		}
 		if oev != nil {
 			// The notifications of a raise or an end: the same
@@ -412,7 +417,8 @@ func (w *commitWork) finish(notes []note, notices []notify.Delivery) ([]note, []
 		// Other replicas' keepers may sleep past it.
 		notes = append(notes, note{timer: w.due})
 	}
-	if c.Create != nil {
+	if c.Create != nil || c.Status == graph.StatusQueued {
+		// Runnable: created, or raised and decided at once by a rule.
 		notes = append(notes, note{task: c.TaskID, at: seqs[len(seqs)-1]})
 	}
 	return notes, append(notices, w.notices...)

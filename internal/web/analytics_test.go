@@ -104,7 +104,7 @@ func TestAnalyticsAPI(t *testing.T) {
 			ttd := k["time_to_decision_seconds"].(map[string]any)
 			want := []any{k["kind"], k["raised"], k["approved"], k["rejected"], k["edited"], k["answered"], k["expired"],
 				k["pending"], k["oldest_pending_seconds"], ttd["p50"], ttd["p90"], ttd["max"],
-				k["rejections_before_approval"], k["rejection_rate"]}
+				k["rejections_before_approval"], k["rejection_rate"], k["auto_approved"], k["auto_rejected"]}
 			for i, cell := range row {
 				var got any = cell
 				if i > 0 {

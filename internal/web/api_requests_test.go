@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/web/api"
 )
 
@@ -376,5 +378,76 @@ func TestRequestCancel(t *testing.T) {
 	if err := b.pool.QueryRow(context.Background(),
 		"SELECT data->>'via' FROM task_events WHERE task_id = $1 AND type = 'task.cancelled'", req.ID).Scan(&via); err != nil || via != "api" {
 		t.Errorf("task.cancelled via %q, %v", via, err)
+	}
+}
+
+// TestRequestRules: a rule that approves or rejects decides as
+// policy:<name> with no inbox item; approvals: 2 needs two approvers; a
+// rule that fails to evaluate writes interrupt.rule_error and counts as
+// not holding.
+func TestRequestRules(t *testing.T) {
+	t.Parallel()
+	path := t.TempDir() + "/policy.yaml"
+	text := "kinds:\n  refund:\n    rules:\n" +
+		"      - {name: small, when: \"payload.amount <= 100\", action: approve}\n" +
+		"      - {name: large, when: \"payload.amount > 5000\", approvals: 2}\n" +
+		"      - {name: blocked, when: \"payload.country in ['XX']\", action: reject, feedback: \"blocked country\"}\n"
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := auth.LoadPolicy(auth.PolicySources{File: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t, setupOpts{token: testToken, policy: &p})
+	mk := func(title string, payload map[string]any) apiRequest {
+		return b.makeRequest(t, map[string]any{"kind": "refund", "title": title, "payload": payload})
+	}
+	small := mk("Small", map[string]any{"amount": 30, "country": "FR"})
+	if small.Status != "approved" || small.Decision == nil || small.Decision.By != "policy:small" {
+		t.Fatalf("small: %+v", small)
+	}
+	blocked := mk("Blocked", map[string]any{"amount": 300, "country": "XX"})
+	if blocked.Status != "rejected" || blocked.Decision.By != "policy:blocked" || blocked.Decision.Feedback != "blocked country" {
+		t.Fatalf("blocked: %+v", blocked)
+	}
+	var rule string
+	if err := b.pool.QueryRow(context.Background(), "SELECT data->>'rule' FROM task_events WHERE task_id = $1 AND type = 'decision.recorded'",
+		small.ID).Scan(&rule); err != nil || rule != "small" {
+		t.Errorf("decision.recorded rule %q, %v", rule, err)
+	}
+	r := b.do(t, http.MethodGet, "/api/v1/interrupts?status=pending&kind=refund", nil)
+	if strings.Contains(string(r.body), small.InterruptID) || strings.Contains(string(r.body), blocked.InterruptID) {
+		t.Errorf("ruled interrupts in the inbox: %s", r.body)
+	}
+	var report struct {
+		Kinds []struct {
+			Kind         string `json:"kind"`
+			AutoApproved int    `json:"auto_approved"`
+			AutoRejected int    `json:"auto_rejected"`
+		} `json:"kinds"`
+	}
+	b.do(t, http.MethodGet, "/api/v1/analytics?kind=refund", nil).json(t, &report)
+	if len(report.Kinds) != 1 || report.Kinds[0].AutoApproved != 1 || report.Kinds[0].AutoRejected != 1 {
+		t.Errorf("analytics: %+v", report)
+	}
+	// A missing key: small and large fail, blocked does not hold.
+	odd := mk("No amount", map[string]any{"country": "FR"})
+	if odd.Status != "pending" {
+		t.Fatalf("odd: %+v", odd)
+	}
+	if n := b.count(t, "task_events WHERE type = 'interrupt.rule_error' AND task_id = '"+odd.ID+"'"); n != 2 {
+		t.Errorf("%d rule errors", n)
+	}
+	// Two approvers for a large one: the bootstrap token's approval is one.
+	large := mk("Large", map[string]any{"amount": 9000, "country": "FR"})
+	d := b.do(t, http.MethodPost, "/api/v1/tasks/"+large.ID+"/decisions", map[string]any{"interrupt_id": large.InterruptID, "action": "approve"})
+	if d.status != http.StatusAccepted {
+		t.Fatalf("approve: %d %s", d.status, d.body)
+	}
+	var got apiRequest
+	b.do(t, http.MethodGet, "/api/v1/requests/"+large.ID, nil).json(t, &got)
+	if got.Status != "pending" {
+		t.Errorf("one approval of two decided it: %+v", got)
 	}
 }

@@ -328,7 +328,7 @@ func (d *desk) approveCaps(ctx context.Context, p auth.Principal, td *taskData) 
 		}
 		return areaCaps{decide: true, notice: "You have approved this; another approver must give the next approval."}
 	}
-	return areaCaps{decide: true, approve: true, edit: dec.Policy().Required(itr.Kind) < 2}
+	return areaCaps{decide: true, approve: true, edit: dec.Policy().RequiredFor(td.task, itr) < 2}
 }
 
 // approvalsLine is the approval progress of the pending interrupt of a
@@ -338,7 +338,7 @@ func (d *desk) approvalsLine(td *taskData) string {
 	if itr == nil {
 		return ""
 	}
-	n := d.s.decider.Policy().Required(itr.Kind)
+	n := d.s.decider.Policy().RequiredFor(td.task, itr)
 	if n < 2 {
 		return ""
 	}

@@ -41,6 +41,9 @@ func (d *desk) policyPage(c echo.Context) error {
 		if len(es) > 0 {
 			row.Escalate = strings.Join(es, "; ")
 		}
+		for _, r := range k.Rules {
+			row.Rules = append(row.Rules, r.Describe())
+		}
 		page.Kinds = append(page.Kinds, row)
 	}
 	groups := p.Groups()

@@ -100,7 +100,7 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 	}
 	// The policy's deadlines and the tasks' own (options.deadlines) apply
 	// to raises, as in serve.
-	engine, err := graph.NewEngine(store, []graph.Workflow{fw, graphtest.Linear(2), rw}, graph.WithRaiseHook(policy.Schedule))
+	engine, err := graph.NewEngine(store, []graph.Workflow{fw, graphtest.Linear(2), rw}, graph.WithRaiseHook(policy.Raise))
 	if err != nil {
 		t.Fatalf("NewEngine: %v", err)
 	}

@@ -557,6 +557,60 @@ func (q *Queries) AnalyticsRaisedList(ctx context.Context, arg AnalyticsRaisedLi
 	return items, nil
 }
 
+const analyticsRuled = `-- name: AnalyticsRuled :many
+SELECT i.kind, (count(*) FILTER (WHERE d.action = 'approve'))::int AS approved,
+       (count(*) FILTER (WHERE d.action = 'reject'))::int AS rejected
+FROM decisions d
+JOIN interrupts i ON i.id = d.interrupt_id
+JOIN tasks t ON t.id = d.task_id
+WHERE d.decided_by LIKE 'policy:%'
+  AND d.decided_at >= $1::timestamptz AND d.decided_at < $2::timestamptz
+  AND ($3::text = '' OR i.kind = $3::text)
+  AND ($4::text = '' OR t.workflow = $4::text)
+GROUP BY i.kind
+ORDER BY i.kind
+`
+
+type AnalyticsRuledParams struct {
+	Since    time.Time
+	Until    time.Time
+	Kind     string
+	Workflow string
+}
+
+type AnalyticsRuledRow struct {
+	Kind     string
+	Approved int32
+	Rejected int32
+}
+
+// AnalyticsRuled: the decisions rules of the policy took (decided by
+// policy:<rule>, SPEC §18), by kind, in the period.
+func (q *Queries) AnalyticsRuled(ctx context.Context, arg AnalyticsRuledParams) ([]AnalyticsRuledRow, error) {
+	rows, err := q.db.Query(ctx, analyticsRuled,
+		arg.Since,
+		arg.Until,
+		arg.Kind,
+		arg.Workflow,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []AnalyticsRuledRow{}
+	for rows.Next() {
+		var i AnalyticsRuledRow
+		if err := rows.Scan(&i.Kind, &i.Approved, &i.Rejected); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const interruptPendingStats = `-- name: InterruptPendingStats :many
 SELECT kind, count(*)::int AS pending,
        max(greatest(extract(epoch FROM now() - created_at), 0))::float8 AS oldest_seconds

@@ -53,6 +53,39 @@ func (q *Queries) InterruptCountPending(ctx context.Context) ([]InterruptCountPe
 	return items, nil
 }
 
+const interruptDecideByRule = `-- name: InterruptDecideByRule :exec
+WITH i AS (
+    UPDATE interrupts SET status = 'resolved', resolved_at = $4::timestamptz
+    WHERE id = $5::uuid AND status = 'pending'
+    RETURNING id, task_id, payload_sha256
+)
+INSERT INTO decisions (interrupt_id, task_id, action, feedback, value, decided_by, decided_at, payload_sha256)
+SELECT i.id, i.task_id, $1::text, $2::text, NULL, $3::text, $4::timestamptz, i.payload_sha256 FROM i
+`
+
+type InterruptDecideByRuleParams struct {
+	Action    string
+	Feedback  string
+	DecidedBy string
+	DecidedAt time.Time
+	ID        uuid.UUID
+}
+
+// InterruptDecideByRule records the decision a rule of the policy took on
+// an interrupt as it was raised (SPEC §18), in the raise's transaction:
+// the interrupt becomes resolved (its callback, when a request's, is
+// written by the trigger) and the decision row names policy:<rule>.
+func (q *Queries) InterruptDecideByRule(ctx context.Context, arg InterruptDecideByRuleParams) error {
+	_, err := q.db.Exec(ctx, interruptDecideByRule,
+		arg.Action,
+		arg.Feedback,
+		arg.DecidedBy,
+		arg.DecidedAt,
+		arg.ID,
+	)
+	return err
+}
+
 const interruptGet = `-- name: InterruptGet :one
 SELECT id, task_id, node, kind, iteration, payload, status, created_at, resolved_at, deadline_at, overdue, escalation_level, claimed_by, claim_expires_at, payload_sha256 FROM interrupts WHERE id = $1
 `

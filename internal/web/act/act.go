@@ -273,7 +273,7 @@ func (h *Handler) actForm(c echo.Context, status int, a *actLink, errMsg, feedba
 			p.Fields = response.AnswerFields(asked.Form, a.posted, a.problems)
 		}
 	}
-	if n := h.decider.Policy().Required(itr.Kind); n > 1 {
+	if n := h.decider.Policy().RequiredFor(a.task, itr); n > 1 {
 		approvers, err := h.store.Approvals(c.Request().Context(), itr.ID)
 		if err != nil {
 			return err
