@@ -10,9 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -21,98 +19,10 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/langgraph"
 	"github.com/gatehousehq/gatehouse/internal/mcp"
 	"github.com/gatehousehq/gatehouse/internal/web/api"
+	"github.com/gatehousehq/gatehouse/internal/web/desk"
 	"github.com/gatehousehq/gatehouse/internal/web/request"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 )
-
-// Cookie names. Over HTTPS the session cookie carries the __Host- prefix:
-// the browser then refuses it unless Secure, host-only and for path /.
-const (
-	sessionCookie       = "gatehouse_session"
-	secureSessionCookie = "__Host-gatehouse_session"
-	loginCookie         = "gatehouse_login"
-	csrfHeader          = "X-CSRF-Token"
-	csrfField           = "_csrf"
-)
-
-// secure reports whether the request reached us over HTTPS (directly, or
-// through a trusted proxy that says so).
-func (s *Server) secure(r *http.Request) bool {
-	if r.TLS != nil {
-		return true
-	}
-	return s.trustProxy && strings.EqualFold(strings.TrimSpace(strings.Split(r.Header.Get("X-Forwarded-Proto"), ",")[0]), "https")
-}
-
-// clientAddr is the client's IP address (the first X-Forwarded-For hop
-// behind a trusted proxy), for login throttling and the audit trail.
-func (s *Server) clientAddr(r *http.Request) string {
-	if s.trustProxy {
-		if xff := r.Header.Get("X-Forwarded-For"); xff != "" {
-			if ip := net.ParseIP(strings.TrimSpace(strings.Split(xff, ",")[0])); ip != nil {
-				return ip.String()
-			}
-		}
-	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
-// sessionSecret is the session cookie's value, if any.
-func sessionSecret(r *http.Request) string {
-	for _, name := range []string{secureSessionCookie, sessionCookie} {
-		if ck, err := r.Cookie(name); err == nil && ck.Value != "" {
-			return ck.Value
-		}
-	}
-	return ""
-}
-
-// setSessionCookie gives the browser its session: HttpOnly (no script
-// reads it), SameSite=Lax (not sent with cross-site posts, sent when
-// following a link to the desk), Secure over HTTPS.
-func (s *Server) setSessionCookie(c echo.Context, secret string) {
-	secure := s.secure(c.Request())
-	name := sessionCookie
-	if secure {
-		name = secureSessionCookie
-	}
-	c.SetCookie(&http.Cookie{Name: name, Value: secret, Path: "/", MaxAge: int(s.auth.SessionMax().Seconds()),
-		HttpOnly: true, Secure: secure, SameSite: http.SameSiteLaxMode})
-}
-
-// clearSessionCookie removes the session cookie (both names).
-func (s *Server) clearSessionCookie(c echo.Context) {
-	secure := s.secure(c.Request())
-	for _, name := range []string{sessionCookie, secureSessionCookie} {
-		if name == secureSessionCookie && !secure {
-			continue
-		}
-		c.SetCookie(&http.Cookie{Name: name, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: secure,
-			SameSite: http.SameSiteLaxMode})
-	}
-}
-
-// fromSession authenticates the request's session cookie and remembers
-// the principal and the session in c. False: no valid session.
-func (s *Server) fromSession(c echo.Context) (bool, error) {
-	secret := sessionSecret(c.Request())
-	if secret == "" {
-		return false, nil
-	}
-	p, sess, err := s.auth.Session(c.Request().Context(), secret)
-	if errors.Is(err, auth.ErrUnauthenticated) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	request.SetSession(c, p, sess)
-	return true, nil
-}
 
 // recheck is how a websocket checks, now and then, that the credentials it
 // was opened with still hold (a revoked token, a session logged out,
@@ -123,27 +33,8 @@ func (s *Server) recheck(c echo.Context) func(ctx context.Context) error {
 		_, token, _ := strings.Cut(h, " ")
 		return func(ctx context.Context) error { _, err := s.auth.Bearer(ctx, token); return err }
 	}
-	secret := sessionSecret(r)
+	secret := request.SessionSecret(r)
 	return func(ctx context.Context) error { return s.auth.Valid(ctx, secret) }
-}
-
-// csrfValid reports whether a state-changing request of a session carries
-// the session's CSRF token: the X-CSRF-Token header (htmx, scripts) or the
-// _csrf form field.
-func csrfValid(c echo.Context, sess *auth.Session) bool {
-	if sess == nil {
-		return false
-	}
-	token := c.Request().Header.Get(csrfHeader)
-	if token == "" {
-		token = c.FormValue(csrfField)
-	}
-	return auth.CheckCSRF(sess.CSRFKey, token)
-}
-
-func csrfRefused() *response.Error {
-	return &response.Error{Status: http.StatusForbidden, Code: response.CodeForbidden,
-		Message: "missing or wrong CSRF token: reload the page and try again"}
 }
 
 // authenticate runs before anything else about an /api/v1 request: a
@@ -168,15 +59,15 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			request.SetPrincipal(c, p)
 			return next(c)
 		}
-		ok, err := s.fromSession(c)
+		ok, err := request.FromSession(c, s.auth)
 		if err != nil {
 			return err
 		}
 		if !ok {
 			return unauthorized(c)
 		}
-		if !request.SafeMethod(r.Method) && !csrfValid(c, request.Session(c)) {
-			return csrfRefused()
+		if !request.SafeMethod(r.Method) && !request.CSRFValid(c, request.Session(c)) {
+			return response.CSRFRefused()
 		}
 		return next(c)
 	}
@@ -188,22 +79,6 @@ func unauthorized(c echo.Context) error {
 		Message: "a valid bearer token is required (Authorization: Bearer <token>)"}
 }
 
-// forbiddenRole refuses a principal whose role is below min.
-func forbiddenRole(p auth.Principal, min auth.Role) *response.Error {
-	return &response.Error{Status: http.StatusForbidden, Code: response.CodeForbidden,
-		Message: fmt.Sprintf("this needs the %s role; %s is %s", min, p.Name, article(string(p.Role)))}
-}
-
-func article(role string) string {
-	switch {
-	case role == "":
-		return "without a role"
-	case strings.ContainsRune("aeiou", rune(role[0])):
-		return "an " + role
-	}
-	return "a " + role
-}
-
 // need is route middleware: the principal's role must include min. It
 // runs after routing, so an unknown route of a principal is 404, and
 // before the handler reads anything.
@@ -211,7 +86,7 @@ func (s *Server) need(min auth.Role) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if p := request.Principal(c); !p.Can(min) {
-				return forbiddenRole(p, min)
+				return response.ForbiddenRole(p, min)
 			}
 			return next(c)
 		}
@@ -248,7 +123,7 @@ func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "same-origin")
-		h.Set("Content-Security-Policy", contentSecurityPolicy)
+		h.Set("Content-Security-Policy", response.ContentSecurityPolicy)
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
 		return next(c)
 	}
@@ -268,7 +143,7 @@ func limitDeskBody(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		limit := int64(maxFormBody)
 		if r.URL.Path == "/tasks/new" {
-			limit = maxUpload
+			limit = desk.MaxUpload
 		}
 		if r.ContentLength > limit {
 			return &response.Error{Status: http.StatusRequestEntityTooLarge, Code: response.CodeTooLarge,
@@ -277,17 +152,4 @@ func limitDeskBody(next echo.HandlerFunc) echo.HandlerFunc {
 		r.Body = http.MaxBytesReader(c.Response(), r.Body, limit)
 		return next(c)
 	}
-}
-
-// localPath is next if it is a path of this site ("/tasks/…"), else "/":
-// a login never redirects elsewhere.
-func localPath(next string) string {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
-		return "/"
-	}
-	u, err := url.Parse(next)
-	if err != nil || u.Scheme != "" || u.Host != "" {
-		return "/"
-	}
-	return u.RequestURI()
 }

@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,7 +16,6 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
-	"github.com/gatehousehq/gatehouse/static"
 )
 
 // livePageConn is a task page's socket as a test sees it: the timeline
@@ -181,85 +179,6 @@ func TestLiveFanoutEveryPage(t *testing.T) {
 		form := strings.Contains(area, "<form")
 		if notice != viewer || form == viewer {
 			t.Errorf("%s's last decision area: viewer %v, has the viewer's notice %v, has a form %v", p.name, viewer, notice, form)
-		}
-	}
-}
-
-// TestLiveFeedDropsSlowPage: a page whose queue is full when a broadcast
-// comes is dropped (its socket then closes with 1013 and the page
-// reconnects from the seq it has), and only it: a page that keeps up
-// gets every event to the next gate, in order.
-func TestLiveFeedDropsSlowPage(t *testing.T) {
-	t.Parallel()
-	e := newDeskEnv(t)
-	id := e.createFeature("Slow page")
-	prd := e.waitPending(id, "prd")
-	// A desk of its own on the running server, so the test holds the
-	// feeds' ends that a socket would hold.
-	e.mu.Lock()
-	s := e.srv
-	e.mu.Unlock()
-	d := &desk{s: s, assets: static.MustLoad(), render: newRenderer()}
-	d.tasks = newTaskCache(d, 16)
-	d.feeds = &feeds{d: d, m: map[string]*taskFeed{}}
-	ctx := context.Background()
-	snap, err := d.tasks.get(ctx, id, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seq, ik := snap.data.lastSeq, interruptKey(snap.data)
-
-	slow := make(chan liveMsg, 1) // never read
-	slowGone, slowLeave, err := d.feeds.join(ctx, id, seq, ik, slow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer slowLeave()
-	fast := make(chan liveMsg, liveOut)
-	fastGone, fastLeave, err := d.feeds.join(ctx, id, seq, ik, fast)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fastLeave()
-	var seqs []int64
-	last := seq
-	in := decisionInput(prd.ID, "reject", defaultUser)
-	in.Feedback = "Once more, please."
-	if _, err := e.engine.Decide(ctx, id, in); err != nil {
-		t.Fatalf("decide: %v", err)
-	}
-	e.run.Wake()
-	e.waitPending(id, "prd")
-	var want int64
-	if err := e.pool.QueryRow(ctx, `SELECT event_seq FROM workflow_checkpoints WHERE task_id = $1`, id).Scan(&want); err != nil {
-		t.Fatal(err)
-	}
-	dropped := false
-	deadline := time.After(20 * time.Second)
-	for last < want || !dropped {
-		select {
-		case m := <-fast:
-			for _, it := range m.items {
-				if it.seq > last {
-					seqs = append(seqs, it.seq)
-					last = it.seq
-				}
-			}
-		case err := <-slowGone:
-			if !errors.Is(err, errSlowPage) {
-				t.Fatalf("the slow page went with %v, want errSlowPage", err)
-			}
-			dropped = true
-			slowGone = nil
-		case err := <-fastGone:
-			t.Fatalf("the page that keeps up was dropped: %v", err)
-		case <-deadline:
-			t.Fatalf("after 20 s: slow page dropped %v; the other at seq %d of %d", dropped, last, want)
-		}
-	}
-	for i, n := range seqs {
-		if n != seq+int64(i)+1 {
-			t.Fatalf("the page that keeps up got seqs %v, want %d..%d each once", seqs, seq+1, want)
 		}
 	}
 }

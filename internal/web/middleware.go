@@ -12,6 +12,7 @@ import (
 
 	"github.com/gatehousehq/gatehouse/internal/langgraph"
 	"github.com/gatehousehq/gatehouse/internal/web/api"
+	"github.com/gatehousehq/gatehouse/internal/web/request"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 )
 
@@ -27,7 +28,7 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		r := c.Request()
 		status := c.Response().Status
-		attrs := []any{"method", r.Method, "path", logPath(r), "route", c.Path(), "status", status,
+		attrs := []any{"method", r.Method, "path", request.LogPath(r), "route", c.Path(), "status", status,
 			"duration", time.Since(start)}
 		level := slog.LevelInfo
 		if err != nil && langgraph.Owns(r.URL.Path) {
@@ -93,13 +94,4 @@ func limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return next(c)
 	}
-}
-
-// logPath is a request's path as logs show it: an action link's token is a
-// credential, never written to a log.
-func logPath(r *http.Request) string {
-	if strings.HasPrefix(r.URL.Path, "/act/") {
-		return "/act/…"
-	}
-	return r.URL.Path
 }

@@ -29,6 +29,8 @@ const (
 	// checkpoints each: what the hourly prune walks
 	scaleRecent  = 1_000
 	scaleHistory = 10
+	// deskPageSize is how many inbox entries a desk page shows.
+	deskPageSize = 50
 )
 
 // loadScale fills pool with the scale fixture through COPY, fast enough
@@ -162,7 +164,7 @@ func BenchmarkScale(b *testing.B) {
 	var at time.Time
 	var iid string
 	if err := e.pool.QueryRow(ctx, `SELECT created_at, id::text FROM interrupts WHERE status = 'pending'
-		ORDER BY created_at DESC, id DESC OFFSET $1 LIMIT 1`, pageSize).Scan(&at, &iid); err != nil {
+		ORDER BY created_at DESC, id DESC OFFSET $1 LIMIT 1`, deskPageSize).Scan(&at, &iid); err != nil {
 		b.Fatal(err)
 	}
 	last := base64.RawURLEncoding.EncodeToString([]byte(at.UTC().Format(time.RFC3339Nano) + " " + iid))

@@ -1,8 +1,9 @@
-// Package web is Gatehouse's HTTP face: the JSON API of SPEC §7 under
-// /api/v1 (bearer tokens or a desk session, a least role per route, one
-// error mapping, request logging), task event streams over websockets, the
-// approval desk with its login, health and readiness probes, and the
-// OpenAPI document.
+// Package web is Gatehouse's HTTP server: echo, the middleware (request
+// log, panics, security headers, body limits), authentication (bearer
+// tokens, desk sessions), each route's least role, health, readiness and
+// metrics. It mounts the rooms below it (web/api, web/desk, web/act,
+// web/slack), the LangGraph API and the MCP server; the rooms never import
+// it nor one another.
 package web
 
 import (
@@ -24,7 +25,9 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/requests"
 	"github.com/gatehousehq/gatehouse/internal/sso"
+	"github.com/gatehousehq/gatehouse/internal/web/act"
 	"github.com/gatehousehq/gatehouse/internal/web/api"
+	"github.com/gatehousehq/gatehouse/internal/web/desk"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/internal/web/slack"
 	"github.com/gatehousehq/gatehouse/internal/web/socket"
@@ -107,7 +110,6 @@ type Server struct {
 	decider    *auth.Decider
 	requests   *requests.Service
 	claimTTL   time.Duration
-	presence   *presenceHub
 	trustProxy bool
 	// roles is the least role of every route ("" public), by "METHOD path".
 	roles map[string]auth.Role
@@ -131,6 +133,8 @@ type Server struct {
 	api *api.Handler
 	// slack answers Slack's callbacks.
 	slack *slack.Handler
+	// desk serves the approval desk's pages.
+	desk *desk.Handler
 }
 
 // New builds the server and its routes.
@@ -159,10 +163,6 @@ func New(d Deps) *Server {
 			rc.Events = d.Hub
 		}
 		s.requests = requests.NewService(rc)
-	}
-	s.presence = newPresenceHub()
-	if d.Hub != nil {
-		d.Hub.OnNotify(postgres.ChannelPresence, s.presence.changed)
 	}
 	s.claimTTL = d.ClaimTTL
 	if s.claimTTL <= 0 {
@@ -213,7 +213,17 @@ func (s *Server) routes() {
 	s.slack.Register(router{s})
 
 	// The approval desk: pages, their forms and live feeds, static files.
-	s.registerDesk()
+	// It checks its own sessions, roles and CSRF tokens.
+	s.desk = desk.New(desk.Deps{Engine: s.engine, Store: s.store, Hub: s.hub, Auth: s.auth, Decider: s.decider,
+		SSO: s.sso, Wake: s.wake, Sockets: s.sockets, Recheck: s.recheck, TrustProxy: s.trustProxy,
+		ClaimTTL: s.claimTTL, LLMProvider: s.llmProvider, WebhookAllowPrivate: s.webhookAllowPrivate,
+		OutboxRetention: s.outboxRetention, Logger: s.log})
+	s.desk.Register(router{s})
+
+	// Action links of notification emails: their token is the credential;
+	// they answer with the desk's pages.
+	act.New(act.Deps{Store: s.store, Decider: s.decider, Assets: s.desk.Assets(), Page: s.desk.Page,
+		Errors: s.desk.PageErrors, Logger: s.log.With("component", "act")}).Register(router{s})
 }
 
 // Handler returns the HTTP handler of every route.
@@ -305,6 +315,13 @@ func (r router) Route(method, path string, role auth.Role, h echo.HandlerFunc) {
 	r.s.route(method, path, role, h)
 }
 
+// Handle adds a route that checks its principal itself (the desk's pages)
+// and records its least role ("" public).
+func (r router) Handle(method, path string, role auth.Role, h echo.HandlerFunc) {
+	r.s.e.Add(method, path, h)
+	r.s.roles[method+" "+path] = role
+}
+
 // healthz: GET /healthz — the process answers.
 func (s *Server) healthz(c echo.Context) error {
 	return response.JSON(c, http.StatusOK, map[string]string{"status": "ok"})
@@ -321,11 +338,4 @@ func (s *Server) readyz(c echo.Context) error {
 		}
 	}
 	return response.JSON(c, http.StatusOK, map[string]string{"status": "ok"})
-}
-
-// wakeRunner hands work to this replica's runner (NOTIFY tells others).
-func (s *Server) wakeRunner() {
-	if s.wake != nil {
-		s.wake()
-	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
 	"github.com/gatehousehq/gatehouse/internal/requests"
 	"github.com/gatehousehq/gatehouse/internal/web/api"
+	webrequest "github.com/gatehousehq/gatehouse/internal/web/request"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
@@ -298,3 +299,12 @@ func (b *bundle) count(t *testing.T, table string) int {
 	}
 	return n
 }
+
+// The desk session's names as a browser sees them.
+const (
+	sessionCookie       = webrequest.SessionCookie
+	secureSessionCookie = webrequest.SecureSessionCookie
+	csrfHeader          = webrequest.CSRFHeader
+	csrfField           = webrequest.CSRFField
+	loginCookie         = "gatehouse_login"
+)

@@ -240,3 +240,28 @@ func Write(c echo.Context, err error) {
 	}
 	_ = JSON(c, status, Body{Error: BodyError{Code: e.Code, Message: e.Message, Field: e.Field}})
 }
+
+// CSRFRefused is the answer to a session's state-changing request without
+// its CSRF token.
+func CSRFRefused() *Error {
+	return &Error{Status: http.StatusForbidden, Code: CodeForbidden,
+		Message: "missing or wrong CSRF token: reload the page and try again"}
+}
+
+// ForbiddenRole refuses a principal whose role is below min.
+func ForbiddenRole(p auth.Principal, min auth.Role) *Error {
+	return &Error{Status: http.StatusForbidden, Code: CodeForbidden,
+		Message: fmt.Sprintf("this needs the %s role; %s is %s", min, p.Name, Article(string(p.Role)))}
+}
+
+// Article is a role with its indefinite article ("an admin", "a viewer",
+// "without a role"), as messages name a principal's role.
+func Article(role string) string {
+	switch {
+	case role == "":
+		return "without a role"
+	case strings.ContainsRune("aeiou", rune(role[0])):
+		return "an " + role
+	}
+	return "a " + role
+}

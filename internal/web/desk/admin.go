@@ -1,4 +1,4 @@
-package web
+package desk
 
 // The administration pages (admin role): users, API tokens and the audit
 // trail. Every change is recorded in the audit trail with its actor by the
@@ -132,7 +132,7 @@ func (d *desk) userForm(c echo.Context) error {
 				views.UsersPage{Error: "You cannot take the admin role from yourself; ask another admin."})
 		}
 		err = d.s.auth.SetRole(ctx, me.Name, name, role, kinds)
-		done = fmt.Sprintf("%s is now %s.", name, article(string(role)))
+		done = fmt.Sprintf("%s is now %s.", name, response.Article(string(role)))
 	case "disable", "enable":
 		if me.Kind == auth.KindUser && me.Name == name {
 			return d.writeUsers(c, http.StatusUnprocessableEntity, views.UsersPage{Error: "You cannot disable yourself."})

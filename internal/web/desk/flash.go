@@ -1,4 +1,4 @@
-package web
+package desk
 
 import (
 	"net/http"
@@ -21,18 +21,18 @@ const (
 )
 
 // setFlash leaves msg for the next page this browser loads.
-func (s *Server) setFlash(c echo.Context, msg string) {
+func (s *env) setFlash(c echo.Context, msg string) {
 	c.SetCookie(&http.Cookie{Name: flashCookie, Value: url.QueryEscape(msg), Path: "/", MaxAge: 60,
 		HttpOnly: true, Secure: s.secure(c.Request()), SameSite: http.SameSiteLaxMode})
 }
 
 // takeFlash returns the message left by setFlash ("" for none) and
 // deletes it.
-func (s *Server) takeFlash(c echo.Context) string {
+func (s *env) takeFlash(c echo.Context) string {
 	return s.takeCookie(c, flashCookie, "/")
 }
 
-func (s *Server) takeCookie(c echo.Context, name, path string) string {
+func (s *env) takeCookie(c echo.Context, name, path string) string {
 	ck, err := c.Cookie(name)
 	if err != nil || ck.Value == "" {
 		return ""
@@ -50,7 +50,7 @@ func (s *Server) takeCookie(c echo.Context, name, path string) string {
 
 // baseURL is the scheme and host this request reached, for examples shown
 // on pages (the curl of a new token).
-func (s *Server) baseURL(c echo.Context) string {
+func (s *env) baseURL(c echo.Context) string {
 	scheme := "http"
 	if s.secure(c.Request()) {
 		scheme = "https"

@@ -1,4 +1,4 @@
-package web
+package desk
 
 // Sign-in with the company's identity provider (SPEC §21): thin handlers
 // over package sso (the protocol) and auth (users and sessions).

@@ -1,4 +1,4 @@
-package web
+package desk
 
 // /admin/webhooks: Standard Webhooks endpoints, their delivery log, and
 // Redeliver (admin).

@@ -1,4 +1,4 @@
-package web
+package desk
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/sso"
-	"github.com/gatehousehq/gatehouse/internal/web/act"
 	"github.com/gatehousehq/gatehouse/internal/web/request"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/static"
@@ -20,7 +19,8 @@ import (
 // live feeds. Handlers load, build a view model, render into a buffer and
 // write it with its status; the views decide nothing.
 type desk struct {
-	s      *Server
+	s      *env
+	router Router
 	assets *static.Assets
 	render *renderer
 	tasks  *taskCache
@@ -30,19 +30,16 @@ type desk struct {
 	presences *presences
 }
 
-// registerDesk adds the pages, their forms, their websockets and the
+// Register adds the pages, their forms, their websockets and the
 // static files. Every page and feed needs a session (the login page is
 // where there is none) and declares its least role; every form post
 // carries the session's CSRF token.
-func (s *Server) registerDesk() {
-	d := &desk{s: s, assets: static.MustLoad(), render: newRenderer()}
-	d.tasks = newTaskCache(d, 256)
-	d.feeds = &feeds{d: d, m: map[string]*taskFeed{}}
-	d.lists = newListCache()
-	d.presences = &presences{d: d, m: map[string]*taskPresence{}}
+func (h *Handler) Register(r Router) {
+	d, s := h.d, h.d.s
+	d.router = r
 	get, post := http.MethodGet, http.MethodPost
 	viewer, operator, approver, admin := auth.RoleViewer, auth.RoleOperator, auth.RoleApprover, auth.RoleAdmin
-	s.route(get, static.Prefix+"*", "", echo.WrapHandler(d.assets))
+	r.Handle(get, static.Prefix+"*", "", echo.WrapHandler(d.assets))
 	d.route(get, "/login", "", d.loginPage, true)
 	d.route(post, "/login", "", d.login, true)
 	d.route(post, "/logout", viewer, d.logout, true)
@@ -77,8 +74,6 @@ func (s *Server) registerDesk() {
 	d.route(get, "/admin/tokens", admin, d.tokensPage, true)
 	d.route(post, "/admin/tokens", admin, d.createTokenForm, true)
 	d.route(post, "/admin/tokens/:id/revoke", admin, d.revokeTokenForm, true)
-	act.New(act.Deps{Store: s.store, Decider: s.decider, Assets: d.assets, Page: d.page, Errors: d.pageErrors,
-		Logger: s.log.With("component", "act")}).Register(router{s})
 	d.registerWebhooks()
 }
 
@@ -125,7 +120,7 @@ func (d *desk) errorPage(c echo.Context, err error) error {
 		return nil
 	}
 	if status >= 500 {
-		d.s.log.Error("page failed", "path", logPath(c.Request()), "error", err)
+		d.s.log.Error("page failed", "path", request.LogPath(c.Request()), "error", err)
 	}
 	heading := http.StatusText(status)
 	msg := e.Message
@@ -138,12 +133,6 @@ func (d *desk) errorPage(c echo.Context, err error) error {
 	return response.Page(c, status, views.ErrorView(views.ErrorPage{Page: d.pageMeta(c.Request().Context(), heading, ""),
 		Status: status, Heading: heading, Message: msg}))
 }
-
-// contentSecurityPolicy allows this origin only: no inline script or
-// style, no eval, no frames. The pages are built for it (htmx runs with
-// allowEval off and its injected styles off).
-const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
-	"connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'"
 
 // pageMeta is what every page's frame needs. The inbox count is best
 // effort: a failure shows no count rather than no page.

@@ -1,4 +1,4 @@
-package web
+package desk
 
 import (
 	"bytes"
@@ -23,8 +23,8 @@ import (
 	"github.com/gatehousehq/gatehouse/views"
 )
 
-// maxUpload bounds a new-task form with its files.
-const maxUpload = 4 << 20
+// MaxUpload bounds a new-task form with its files.
+const MaxUpload = 4 << 20
 
 // shortText is the longest maxLength a one-line input gets; longer strings
 // get a text area.
@@ -340,10 +340,10 @@ func (d *desk) newTaskForm(c echo.Context) error {
 // fields and everything typed kept (422).
 func (d *desk) createTaskForm(c echo.Context) error {
 	r := c.Request()
-	r.Body = http.MaxBytesReader(c.Response(), r.Body, maxUpload)
+	r.Body = http.MaxBytesReader(c.Response(), r.Body, MaxUpload)
 	var err error
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
-		err = r.ParseMultipartForm(maxUpload)
+		err = r.ParseMultipartForm(MaxUpload)
 	} else {
 		err = r.ParseForm()
 	}
@@ -351,7 +351,7 @@ func (d *desk) createTaskForm(c echo.Context) error {
 		var maxErr *http.MaxBytesError
 		if errors.As(err, &maxErr) {
 			return &response.Error{Status: http.StatusRequestEntityTooLarge, Code: response.CodeTooLarge,
-				Message: fmt.Sprintf("The form is larger than %d MiB; attach smaller files.", maxUpload>>20)}
+				Message: fmt.Sprintf("The form is larger than %d MiB; attach smaller files.", MaxUpload>>20)}
 		}
 		return response.BadRequest("", "the form could not be read")
 	}

@@ -1,4 +1,4 @@
-package web
+package desk
 
 // The desk's side of who acts: every page needs a session (else the login
 // page), every route its least role, every form post its session's CSRF
@@ -43,15 +43,13 @@ func userOf(ctx context.Context) deskUser {
 // "", a public route), and the CSRF token on every post. Pages (page true)
 // answer errors as HTML pages.
 func (d *desk) route(method, path string, role auth.Role, h echo.HandlerFunc, page bool) {
-	s := d.s
 	if role != "" {
 		h = d.guard(role, h)
 	}
 	if page {
 		h = d.page(h)
 	}
-	s.e.Add(method, path, h)
-	s.roles[method+" "+path] = role
+	d.router.Handle(method, path, role, h)
 }
 
 // guard loads the session and checks it: none (or an ended one) → the
@@ -69,15 +67,15 @@ func (d *desk) guard(min auth.Role, next echo.HandlerFunc) echo.HandlerFunc {
 		p, sess := request.Principal(c), request.Session(c)
 		r := c.Request()
 		c.SetRequest(r.WithContext(context.WithValue(r.Context(), ctxKey{}, deskUser{p: p, csrf: auth.CSRFToken(sess.CSRFKey)})))
-		if !request.SafeMethod(r.Method) && !csrfValid(c, sess) {
+		if !request.SafeMethod(r.Method) && !request.CSRFValid(c, sess) {
 			var maxErr *http.MaxBytesError
 			if errors.As(c.Request().ParseForm(), &maxErr) {
 				return response.TooLarge()
 			}
-			return csrfRefused()
+			return response.CSRFRefused()
 		}
 		if !p.Can(min) {
-			return forbiddenRole(p, min)
+			return response.ForbiddenRole(p, min)
 		}
 		return next(c)
 	}
@@ -120,7 +118,10 @@ func (d *desk) sessionCheck(c echo.Context) error {
 // The login form carries a token that matches a cookie of its own
 // (SameSite=Strict), so another site cannot sign a browser in to an
 // account of its choosing.
-const loginTokenLen = 43
+const (
+	loginCookie   = "gatehouse_login"
+	loginTokenLen = 43
+)
 
 func (d *desk) loginToken(c echo.Context) string {
 	if ck, err := c.Cookie(loginCookie); err == nil && len(ck.Value) == loginTokenLen {
@@ -149,7 +150,7 @@ func (d *desk) writeLogin(c echo.Context, status int, l views.LoginPage) error {
 			// "Sign in with …" posts here and is redirected to the
 			// provider: the one other place this page's form may lead.
 			c.Response().Header().Set("Content-Security-Policy",
-				strings.Replace(contentSecurityPolicy, "form-action 'self'", "form-action 'self' "+o, 1))
+				strings.Replace(response.ContentSecurityPolicy, "form-action 'self'", "form-action 'self' "+o, 1))
 		}
 	}
 	l.Password = d.s.auth.LocalLogin()
@@ -163,7 +164,7 @@ func (d *desk) writeLogin(c echo.Context, status int, l views.LoginPage) error {
 func (d *desk) login(c echo.Context) error {
 	form := views.LoginPage{Next: localPath(c.FormValue("next")), Username: strings.TrimSpace(c.FormValue("username"))}
 	ck, err := c.Cookie(loginCookie)
-	if err != nil || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(c.FormValue(csrfField))) != 1 {
+	if err != nil || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(c.FormValue(request.CSRFField))) != 1 {
 		form.Error = "The sign-in form expired. Try again."
 		return d.writeLogin(c, http.StatusForbidden, form)
 	}
