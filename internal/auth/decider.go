@@ -189,6 +189,10 @@ func (d *Decider) MayApprove(p Principal, task *graph.Task, itr *graph.Interrupt
 		return err
 	}
 	if d.policy.SeparateDuties(itr.Kind) && task.CreatedBy == p.Name {
+		if task.Workflow == "request" {
+			return forbidden("Separation of duties: %s made this request and may not approve its own %s; another approver must approve it.",
+				p.Name, itr.Kind)
+		}
 		return forbidden("Separation of duties: %s started this task and may not approve its own %s; another approver must approve it.",
 			p.Name, itr.Kind)
 	}

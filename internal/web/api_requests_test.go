@@ -450,4 +450,111 @@ func TestRequestRules(t *testing.T) {
 	if got.Status != "pending" {
 		t.Errorf("one approval of two decided it: %+v", got)
 	}
+	// The progress is the rule's N (the kind itself needs one approval)
+	// wherever the API shows the interrupt.
+	wantProgress := func(where string, a *api.Approvals) {
+		t.Helper()
+		if a == nil || a.Required != 2 || len(a.Approvers) != 1 || a.Progress != "1 of 2 approvals" {
+			t.Errorf("%s: approvals %+v", where, a)
+		}
+	}
+	var list struct {
+		Interrupts []api.Interrupt `json:"interrupts"`
+	}
+	b.do(t, http.MethodGet, "/api/v1/interrupts?status=pending&kind=refund", nil).json(t, &list)
+	found := false
+	for _, itr := range list.Interrupts {
+		switch itr.ID {
+		case large.InterruptID:
+			found = true
+			wantProgress("list", itr.Approvals)
+		case odd.InterruptID:
+			if itr.Approvals != nil {
+				t.Errorf("no rule holds for %s, yet approvals %+v", odd.ID, itr.Approvals)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the large request is not in the list: %+v", list)
+	}
+	var one api.Interrupt
+	b.do(t, http.MethodGet, "/api/v1/interrupts/"+large.InterruptID, nil).json(t, &one)
+	wantProgress("get", one.Approvals)
+	task := b.getTask(t, large.ID)
+	if task.PendingInterrupt == nil {
+		t.Fatalf("task %+v", task)
+	}
+	wantProgress("task", task.PendingInterrupt.Approvals)
+	// The same token again is refused; a second approver decides it.
+	if again := b.do(t, http.MethodPost, "/api/v1/tasks/"+large.ID+"/decisions",
+		map[string]any{"interrupt_id": large.InterruptID, "action": "approve"}); again.status != http.StatusForbidden {
+		t.Errorf("a second approval by the same token: %d %s", again.status, again.body)
+	}
+	second := b.tokens(t, auth.RoleApprover, "second")["second"]
+	if d := b.doAuth(t, http.MethodPost, "/api/v1/tasks/"+large.ID+"/decisions",
+		map[string]any{"interrupt_id": large.InterruptID, "action": "approve"}, second); d.status != http.StatusAccepted {
+		t.Fatalf("second approval: %d %s", d.status, d.body)
+	}
+	b.do(t, http.MethodGet, "/api/v1/requests/"+large.ID, nil).json(t, &got)
+	if got.Status != "approved" || got.Decision == nil || got.Decision.By != "token:second" {
+		t.Errorf("after two approvals: %+v", got)
+	}
+}
+
+// TestRequestSeparationOfDuties: on a kind with separation_of_duties, the
+// token that made a request may not approve it (403 naming it, nothing
+// recorded); it may still reject, and another approver approves.
+func TestRequestSeparationOfDuties(t *testing.T) {
+	t.Parallel()
+	path := t.TempDir() + "/policy.yaml"
+	if err := os.WriteFile(path, []byte("kinds:\n  deploy:\n    separation_of_duties: true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := auth.LoadPolicy(auth.PolicySources{File: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t, setupOpts{token: testToken, policy: &p})
+	tok := b.tokens(t, auth.RoleApprover, "agent", "reviewer")
+	mk := func(title string) apiRequest {
+		t.Helper()
+		r := b.doAuth(t, http.MethodPost, "/api/v1/requests", map[string]any{"kind": "deploy", "title": title,
+			"payload": map[string]any{"service": "api"}}, tok["agent"])
+		if r.status != http.StatusCreated {
+			t.Fatalf("create: %d %s", r.status, r.body)
+		}
+		var out apiRequest
+		r.json(t, &out)
+		if out.CreatedBy != "token:agent" {
+			t.Fatalf("created_by %q", out.CreatedBy)
+		}
+		return out
+	}
+	decide := func(req apiRequest, action, who string) reply {
+		return b.doAuth(t, http.MethodPost, "/api/v1/tasks/"+req.ID+"/decisions",
+			map[string]any{"interrupt_id": req.InterruptID, "action": action, "feedback": "no"}, tok[who])
+	}
+	req := mk("Deploy api")
+	r := decide(req, "approve", "agent")
+	if r.status != http.StatusForbidden || !strings.Contains(r.apiErr(t).Message,
+		"Separation of duties: token:agent made this request and may not approve its own deploy") {
+		t.Fatalf("self-approval: %d %s", r.status, r.body)
+	}
+	if n := b.count(t, "decisions WHERE task_id = '"+req.ID+"'"); n != 0 {
+		t.Errorf("%d decisions recorded by a refused approval", n)
+	}
+	if r := decide(req, "approve", "reviewer"); r.status != http.StatusAccepted {
+		t.Fatalf("another approver: %d %s", r.status, r.body)
+	}
+	var got apiRequest
+	b.do(t, http.MethodGet, "/api/v1/requests/"+req.ID, nil).json(t, &got)
+	if got.Status != "approved" || got.Decision.By != "token:reviewer" {
+		t.Errorf("approved by %+v", got)
+	}
+	// Rejecting its own request stays open (SPEC §11: only approval is
+	// separated).
+	own := mk("Deploy api again")
+	if r := decide(own, "reject", "agent"); r.status != http.StatusAccepted {
+		t.Fatalf("own rejection: %d %s", r.status, r.body)
+	}
 }

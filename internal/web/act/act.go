@@ -188,7 +188,7 @@ func (h *Handler) ended(c echo.Context, a *actLink) (string, error) {
 		}
 		return fmt.Sprintf("%s used this link at %s. The %s still waits (%s); the others who may decide have their own links.",
 			a.link.Recipient, u.UTC().Format("2006-01-02 15:04:05 MST"), kind,
-			auth.Progress(len(approvers), h.decider.Policy().Required(a.itr.Kind))), nil
+			auth.Progress(len(approvers), h.decider.Policy().RequiredFor(a.task, a.itr))), nil
 	}
 	if !time.Now().Before(a.link.ExpiresAt) {
 		return fmt.Sprintf("This link ended at %s. The %s still waits: decide on the task page.",

@@ -49,7 +49,7 @@ func (h *Handler) renderInterrupt(c echo.Context, status int, t *graph.Task, itr
 	out.Task = &TaskRef{ID: t.ID, Title: t.Title, Workflow: t.Workflow}
 	if itr.Status == graph.InterruptPending {
 		var err error
-		if out.Approvals, err = h.approvalsOf(c.Request().Context(), itr); err != nil {
+		if out.Approvals, err = h.approvalsOf(c.Request().Context(), t, itr); err != nil {
 			return err
 		}
 	}

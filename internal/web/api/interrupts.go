@@ -166,7 +166,7 @@ func (h *Handler) listInterrupts(c echo.Context) error {
 		}
 		itr := inboxJSON(e)
 		if e.Interrupt.Status == graph.InterruptPending {
-			if itr.Approvals, err = h.approvalsOf(ctx, &e.Interrupt); err != nil {
+			if itr.Approvals, err = h.approvalsOf(ctx, nil, &e.Interrupt); err != nil {
 				return err
 			}
 		}

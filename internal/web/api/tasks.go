@@ -102,17 +102,27 @@ func (h *Handler) TaskView(ctx context.Context, p auth.Principal, id string) (Ta
 	}
 	out := h.taskJSON(t, pending)
 	if out.PendingInterrupt != nil {
-		if out.PendingInterrupt.Approvals, err = h.approvalsOf(ctx, pending); err != nil {
+		if out.PendingInterrupt.Approvals, err = h.approvalsOf(ctx, t, pending); err != nil {
 			return Task{}, err
 		}
 	}
 	return out, nil
 }
 
-// approvalsOf is the approval progress of a pending interrupt whose kind
-// needs several approvers (nil for the others).
-func (h *Handler) approvalsOf(ctx context.Context, itr *graph.Interrupt) (*Approvals, error) {
-	n := h.decider.Policy().Required(itr.Kind)
+// approvalsOf is the approval progress of a pending interrupt that needs
+// several approvers (nil for the others): its kind's count, or the count of
+// the kind's rule that holds for it (SPEC §18), which needs its task (read
+// when task is nil and the kind has rules).
+func (h *Handler) approvalsOf(ctx context.Context, task *graph.Task, itr *graph.Interrupt) (*Approvals, error) {
+	policy := h.decider.Policy()
+	if task == nil && len(policy.Kind(itr.Kind).Rules) > 0 {
+		t, err := h.store.Task(ctx, itr.TaskID)
+		if err != nil {
+			return nil, err
+		}
+		task = t
+	}
+	n := policy.RequiredFor(task, itr)
 	if n < 2 {
 		return nil, nil
 	}
@@ -181,7 +191,7 @@ func (h *Handler) listTasks(c echo.Context) error {
 		}
 		t := h.taskJSON(&tasks[i], p)
 		if p != nil {
-			if t.PendingInterrupt.Approvals, err = h.approvalsOf(ctx, p); err != nil {
+			if t.PendingInterrupt.Approvals, err = h.approvalsOf(ctx, &tasks[i], p); err != nil {
 				return err
 			}
 		}
