@@ -78,8 +78,20 @@ type cancelRequestInput struct {
 
 // RequestSchema is the JSON Schema of §16's Request, the output of the
 // request tools.
-func RequestSchema() *jsonschema.Schema {
-	return SchemaFor[requests.Request](map[string]*jsonschema.Schema{
+func RequestSchema() *jsonschema.Schema { return requestSchemaOf[requests.Request]() }
+
+// CreatedRequest is request_approval's result: the Request, with its
+// callback secret when it was made with a callback_url (SPEC §16: to the
+// principal who made it, on the call that made it or a repeat of its
+// idempotency key; never elsewhere).
+type CreatedRequest struct {
+	requests.Request
+	CallbackSecret string `json:"callback_secret,omitempty" jsonschema:"the Standard Webhooks secret (whsec_…) that signs the delivery to callback_url; keep it: it is shown only here"`
+}
+
+// requestSchemaOf is the schema of a Request (or a type embedding one).
+func requestSchemaOf[T any]() *jsonschema.Schema {
+	return SchemaFor[T](map[string]*jsonschema.Schema{
 		"payload":         objectOrNull("what is to be approved"),
 		"response_schema": objectOrNull("the JSON Schema of a typed answer"),
 		"metadata":        objectOrNull("returned as given"),
@@ -106,7 +118,7 @@ func (s *Server) addRequestTools() {
 			"With wait_seconds, waits for the decision up to that long; while status is pending, call get_request " +
 			"with wait_seconds. Proceed only when status is approved (or edited: use decision.value as the approved payload). " +
 			"Needs the operator role.",
-		Annotations: &sdk.ToolAnnotations{OpenWorldHint: new(true)}, InputSchema: in, OutputSchema: out,
+		Annotations: &sdk.ToolAnnotations{OpenWorldHint: new(true)}, InputSchema: in, OutputSchema: requestSchemaOf[CreatedRequest](),
 	}, s.requestApproval)
 
 	ask := SchemaFor[askHumanInput](map[string]*jsonschema.Schema{
@@ -133,18 +145,22 @@ func (s *Server) addRequestTools() {
 	}, s.cancelRequest)
 }
 
-func (s *Server) requestApproval(ctx context.Context, req *sdk.CallToolRequest, in requestApprovalInput) (*sdk.CallToolResult, requests.Request, error) {
+func (s *Server) requestApproval(ctx context.Context, req *sdk.CallToolRequest, in requestApprovalInput) (*sdk.CallToolResult, CreatedRequest, error) {
 	p, err := principal(req, auth.RoleOperator)
 	if err != nil {
-		return nil, requests.Request{}, err
+		return nil, CreatedRequest{}, err
 	}
 	if strings.TrimSpace(in.Kind) == "" {
 		in.Kind = DefaultApprovalKind
 	}
-	return s.create(ctx, req, "request_approval", p, requests.CreateInput{Kind: in.Kind, Title: in.Title,
+	r, secret, err := s.create(ctx, req, "request_approval", p, requests.CreateInput{Kind: in.Kind, Title: in.Title,
 		Description: in.Description, Payload: in.Payload, Actions: in.Actions, ResponseSchema: in.ResponseSchema,
 		IdempotencyKey: in.IdempotencyKey, Deadline: in.Deadline, CallbackURL: in.CallbackURL, Metadata: in.Metadata},
 		in.WaitSeconds)
+	if err != nil {
+		return nil, CreatedRequest{}, err
+	}
+	return nil, CreatedRequest{Request: r, CallbackSecret: secret}, nil
 }
 
 // maxTitle is the longest request title (SPEC §16).
@@ -168,24 +184,26 @@ func (s *Server) askHuman(ctx context.Context, req *sdk.CallToolRequest, in askH
 	if utf8.RuneCountInString(title) > maxTitle {
 		title, desc = string([]rune(title)[:maxTitle-1])+"…", q
 	}
-	return s.create(ctx, req, "ask_human", p, requests.CreateInput{Kind: in.Kind, Title: title, Description: desc,
+	r, _, err := s.create(ctx, req, "ask_human", p, requests.CreateInput{Kind: in.Kind, Title: title, Description: desc,
 		Actions: []string{"respond"}, ResponseSchema: in.ResponseSchema, IdempotencyKey: in.IdempotencyKey,
 		Deadline: in.Deadline}, in.WaitSeconds)
+	return nil, r, err
 }
 
-// create makes a request, then waits as asked.
-func (s *Server) create(ctx context.Context, req *sdk.CallToolRequest, tool string, p auth.Principal, in requests.CreateInput, wait int) (*sdk.CallToolResult, requests.Request, error) {
+// create makes a request, then waits as asked; secret is its callback
+// secret (empty without a callback_url).
+func (s *Server) create(ctx context.Context, req *sdk.CallToolRequest, tool string, p auth.Principal, in requests.CreateInput, wait int) (requests.Request, string, error) {
 	if err := checkWait(wait); err != nil {
-		return nil, requests.Request{}, err
+		return requests.Request{}, "", err
 	}
-	r, _, _, err := s.d.Requests.Create(ctx, p, in, Via)
+	r, _, secret, err := s.d.Requests.Create(ctx, p, in, Via)
 	if err != nil {
-		return nil, requests.Request{}, s.fail(tool, err)
+		return requests.Request{}, "", s.fail(tool, err)
 	}
 	if r, err = s.wait(ctx, req, r, wait); err != nil {
-		return nil, requests.Request{}, s.fail(tool, err)
+		return requests.Request{}, "", s.fail(tool, err)
 	}
-	return nil, r, nil
+	return r, secret, nil
 }
 
 func (s *Server) getRequest(ctx context.Context, req *sdk.CallToolRequest, in getRequestInput) (*sdk.CallToolResult, requests.Request, error) {

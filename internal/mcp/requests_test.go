@@ -262,6 +262,41 @@ func TestRequestTools(t *testing.T) {
 		}
 		failed(t, call(t, cs, "request_approval", map[string]any{"title": "Other", "idempotency_key": "toolu_1"}), "idempotency_key")
 	})
+
+	t.Run("CallbackSecret", func(t *testing.T) {
+		// SPEC §16: the secret that signs the callback is returned to the
+		// principal who made the request (also on a repeat of its key),
+		// never by get_request.
+		type withSecret struct {
+			reqJSON
+			CallbackSecret string `json:"callback_secret"`
+		}
+		args := map[string]any{"title": "Call me back", "idempotency_key": "toolu_cb",
+			"callback_url": "https://93.184.216.34/hook"}
+		var a, b withSecret
+		ok(t, call(t, cs, "request_approval", args), &a)
+		if !strings.HasPrefix(a.CallbackSecret, "whsec_") {
+			t.Fatalf("no callback secret: %+v", a)
+		}
+		ok(t, call(t, cs, "request_approval", args), &b)
+		if b.ID != a.ID || b.CallbackSecret != a.CallbackSecret {
+			t.Fatalf("the repeat: %+v, first %+v", b, a)
+		}
+		var stored string
+		if err := s.pool.QueryRow(ctx, `SELECT callback_secret FROM requests WHERE id = $1`, a.ID).Scan(&stored); err != nil ||
+			stored != a.CallbackSecret {
+			t.Fatalf("stored secret %q, %v", stored, err)
+		}
+		if res := call(t, cs, "get_request", map[string]any{"id": a.ID}); strings.Contains(text(res), "whsec_") ||
+			strings.Contains(text(res), "callback_secret") {
+			t.Fatalf("get_request shows the secret: %s", text(res))
+		}
+		var plain withSecret
+		ok(t, call(t, cs, "request_approval", map[string]any{"title": "No callback"}), &plain)
+		if plain.CallbackSecret != "" {
+			t.Fatalf("a secret without a callback_url: %+v", plain)
+		}
+	})
 }
 
 // TestRestartDuringWait: a server that stops while a call waits ends the

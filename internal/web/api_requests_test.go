@@ -558,3 +558,26 @@ func TestRequestSeparationOfDuties(t *testing.T) {
 		t.Fatalf("own rejection: %d %s", r.status, r.body)
 	}
 }
+
+// TestRequestWorkflowUnlisted: the request workflow is served but
+// unlisted (graph.Description.Unlisted): /api/v1/workflows leaves it out,
+// and a task of it is not started through /api/v1/tasks (400 naming
+// workflow, nothing created); requests are made with /api/v1/requests.
+func TestRequestWorkflowUnlisted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.do(t, http.MethodGet, "/api/v1/workflows", nil)
+	if r.status != http.StatusOK || strings.Contains(string(r.body), `"name":"request"`) {
+		t.Fatalf("workflows: %d %s", r.status, r.body)
+	}
+	before := b.count(t, "tasks")
+	r = b.do(t, http.MethodPost, "/api/v1/tasks", map[string]any{"workflow": "request",
+		"input": map[string]any{"kind": "approval", "title": "sneaked in"}})
+	if e := r.apiErr(t); r.status != http.StatusBadRequest || e.Field != "workflow" ||
+		!strings.Contains(e.Message, "POST /api/v1/requests") {
+		t.Fatalf("a task of request: %d %s", r.status, r.body)
+	}
+	if n := b.count(t, "tasks"); n != before {
+		t.Fatalf("%d tasks, was %d", n, before)
+	}
+}

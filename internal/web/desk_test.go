@@ -164,6 +164,26 @@ func TestDeskNewTaskForm(t *testing.T) {
 	if status, _, _ := e.postForm(t, "/tasks/new", url.Values{"workflow": {"nope"}}, false, ""); status != http.StatusNotFound {
 		t.Fatalf("unknown workflow: %d", status)
 	}
+	// The request workflow is served but unlisted (its tasks are made by
+	// /api/v1/requests): not offered, not found by name, nothing started.
+	if status, _, body := e.get(t, "/tasks/new", nil); status != http.StatusOK || !strings.Contains(body, `<option value="feature"`) ||
+		strings.Contains(body, `<option value="request"`) {
+		t.Fatalf("the form's workflows: %d", status)
+	}
+	if status, _, _ := e.get(t, "/tasks/new?workflow=request", nil); status != http.StatusNotFound {
+		t.Fatalf("the form of request: %d", status)
+	}
+	var before int
+	if err := e.pool.QueryRow(t.Context(), "SELECT count(*) FROM tasks").Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, _ := e.postForm(t, "/tasks/new", url.Values{"workflow": {"request"}, "title": {"sneaked in"}}, false, ""); status != http.StatusNotFound {
+		t.Fatalf("a task of request: %d", status)
+	}
+	var after int
+	if err := e.pool.QueryRow(t.Context(), "SELECT count(*) FROM tasks").Scan(&after); err != nil || after != before {
+		t.Fatalf("%d tasks, was %d (%v)", after, before, err)
+	}
 }
 
 func mapsEqual(a, b map[string]bool) bool {

@@ -12,7 +12,6 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/mcp"
 	"github.com/gatehousehq/gatehouse/internal/web/api"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
-	"github.com/gatehousehq/gatehouse/internal/workflows/request"
 )
 
 // mountMCP serves SPEC §19's MCP server at /mcp. It authenticates its own
@@ -42,22 +41,23 @@ type mcpTasks struct{ s *Server }
 
 var _ mcp.Tasks = mcpTasks{}
 
-// Workflows are the workflows an agent may start: all but request, whose
-// tasks request_approval and ask_human make.
+// Workflows are the workflows an agent may start: all but the unlisted
+// ones (request, whose tasks request_approval and ask_human make).
 func (m mcpTasks) Workflows() []graph.Description {
 	wfs := m.s.engine.Workflows()
 	out := make([]graph.Description, 0, len(wfs))
 	for _, w := range wfs {
-		if w.Name() != request.Name {
-			out = append(out, w.Describe())
+		if d := w.Describe(); !d.Unlisted {
+			out = append(out, d)
 		}
 	}
 	return out
 }
 
 func (m mcpTasks) StartTask(ctx context.Context, p auth.Principal, in mcp.StartTaskInput) (any, error) {
-	if strings.TrimSpace(in.Workflow) == request.Name {
-		return nil, response.BadRequest("workflow", "requests are made with request_approval or ask_human")
+	if w, err := m.s.engine.Workflow(strings.TrimSpace(in.Workflow)); err == nil && w.Describe().Unlisted {
+		return nil, response.BadRequest("workflow", "workflow %q is not started as a task: "+
+			"requests are made with request_approval or ask_human", w.Name())
 	}
 	t, err := m.s.api.StartTask(ctx, p, api.CreateTaskRequest{Workflow: in.Workflow, Title: in.Title, Input: in.Input, Options: in.Options}, mcp.Via)
 	if err != nil {

@@ -55,8 +55,13 @@ func (h *Handler) StartTask(ctx context.Context, p auth.Principal, req CreateTas
 	if req.Workflow == "" {
 		return nil, response.BadRequest("workflow", "workflow is required")
 	}
-	if _, err := h.engine.Workflow(req.Workflow); err != nil {
+	w, err := h.engine.Workflow(req.Workflow)
+	if err != nil {
 		return nil, err
+	}
+	if w.Describe().Unlisted {
+		return nil, response.BadRequest("workflow", "workflow %q is not started as a task: it has its own door "+
+			"(approval requests: POST /api/v1/requests)", req.Workflow)
 	}
 	if request.IsNull(req.Input) {
 		req.Input = nil
@@ -358,14 +363,17 @@ func (h *Handler) retryTask(c echo.Context) error {
 	return h.renderTask(c, http.StatusAccepted, t.ID)
 }
 
-// listWorkflows: GET /api/v1/workflows.
+// listWorkflows: GET /api/v1/workflows, those started as tasks (an
+// unlisted one, as request, has its own door).
 func (h *Handler) listWorkflows(c echo.Context) error {
 	wfs := h.engine.Workflows()
 	out := struct {
 		Workflows []graph.Description `json:"workflows"`
 	}{Workflows: make([]graph.Description, 0, len(wfs))}
 	for _, w := range wfs {
-		out.Workflows = append(out.Workflows, w.Describe())
+		if d := w.Describe(); !d.Unlisted {
+			out.Workflows = append(out.Workflows, d)
+		}
 	}
 	return response.JSON(c, http.StatusOK, out)
 }

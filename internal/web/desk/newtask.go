@@ -274,9 +274,17 @@ func optionProps(desc graph.Description) ([]formProp, error) {
 	return out, nil
 }
 
-// newTaskModel is the form of a workflow, empty.
+// newTaskModel is the form of a workflow, empty: one of the listed
+// workflows.
 func (d *desk) newTaskModel(c echo.Context, name string) (views.NewTask, graph.Description, []formProp, error) {
-	wfs := d.s.engine.Workflows()
+	// An unlisted workflow (request: its tasks are made by
+	// /api/v1/requests) is not offered, and not found by name.
+	var wfs []graph.Workflow
+	for _, w := range d.s.engine.Workflows() {
+		if !w.Describe().Unlisted {
+			wfs = append(wfs, w)
+		}
+	}
 	if len(wfs) == 0 {
 		return views.NewTask{}, graph.Description{}, nil, errors.New("no workflow is registered")
 	}
