@@ -151,8 +151,10 @@ type InboxItem struct {
 	Created     time.Time
 	Waiting     string // how long, e.g. "3 min"
 	// CreatedBy is who started the task or made the request (a user, or
-	// an API token as token:NAME, as over MCP).
+	// an API token as token:NAME, as over MCP); Via the channel a
+	// request came through ("API", "MCP"; "" for other tasks).
 	CreatedBy string
+	Via       string
 	// NotBy names who may not approve it (its task's creator, under
 	// separation of duties): "needs another approver" in the inbox.
 	NotBy string
@@ -277,13 +279,16 @@ type TaskHead struct {
 	CurrentNode   string
 	Error         string
 	CreatedBy     string
-	Created       time.Time
-	Updated       time.Time
-	Completed     *time.Time
-	Elapsed       string
-	CanCancel     bool
-	CanRetry      bool
-	Result        SafeHTML // highlighted JSON, when the task has a result
+	// Via is the channel an approval request came through ("API",
+	// "MCP"; "" for other tasks).
+	Via       string
+	Created   time.Time
+	Updated   time.Time
+	Completed *time.Time
+	Elapsed   string
+	CanCancel bool
+	CanRetry  bool
+	Result    SafeHTML // highlighted JSON, when the task has a result
 	// CSRF is the session's token in the page's own copy ("" in the copy
 	// live pages share: their script adds theirs).
 	CSRF string

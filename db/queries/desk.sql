@@ -2,11 +2,13 @@
 -- interrupts, of one kind or any, those with the nearest deadline first
 -- (overdue ones first of all), then those without one, oldest first; by
 -- keyset on (deadline or infinity, created_at, id) after a cursor, each
--- with its task title and workflow (interrupts_pending_due_idx, no sort).
+-- with its task title and workflow (interrupts_pending_due_idx, no sort),
+-- and the channel an approval request came through (task_via: api, mcp).
 -- DeskInboxPageFiltered adds the claim and overdue filters. A missing cursor reads from the start; a cursor without a
 -- deadline (after_at set, after_due NULL) continues among those without.
 -- name: DeskInboxPage :many
-SELECT sqlc.embed(i), t.title AS task_title, t.workflow AS task_workflow, t.created_by AS task_created_by
+SELECT sqlc.embed(i), t.title AS task_title, t.workflow AS task_workflow, t.created_by AS task_created_by,
+       (CASE WHEN t.workflow = 'request' THEN COALESCE(t.input->>'via', '') ELSE '' END)::text AS task_via
 FROM interrupts i
 JOIN tasks t ON t.id = i.task_id
 WHERE i.status = 'pending'
@@ -24,7 +26,8 @@ LIMIT sqlc.arg(max_rows)::int;
 -- claim), overdue (the deadline passed). Kept apart so that the unfiltered
 -- page's generic plan keeps walking the index.
 -- name: DeskInboxPageFiltered :many
-SELECT sqlc.embed(i), t.title AS task_title, t.workflow AS task_workflow, t.created_by AS task_created_by
+SELECT sqlc.embed(i), t.title AS task_title, t.workflow AS task_workflow, t.created_by AS task_created_by,
+       (CASE WHEN t.workflow = 'request' THEN COALESCE(t.input->>'via', '') ELSE '' END)::text AS task_via
 FROM interrupts i
 JOIN tasks t ON t.id = i.task_id
 WHERE i.status = 'pending'

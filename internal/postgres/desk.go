@@ -81,7 +81,7 @@ func (s *Store) InboxPage(ctx context.Context, f InboxFilter) ([]InboxEntry, *In
 			return nil, nil, fmt.Errorf("inbox: %w", err)
 		}
 		out = append(out, InboxEntry{Interrupt: *itr,
-			Task: TaskRef{ID: itr.TaskID, Title: r.TaskTitle, Workflow: r.TaskWorkflow, CreatedBy: r.TaskCreatedBy}})
+			Task: TaskRef{ID: itr.TaskID, Title: r.TaskTitle, Workflow: r.TaskWorkflow, CreatedBy: r.TaskCreatedBy, Via: r.TaskVia}})
 	}
 	return out, next, nil
 }

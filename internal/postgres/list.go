@@ -145,8 +145,11 @@ type TaskRef struct {
 	ID       string
 	Title    string
 	Workflow string
-	// CreatedBy is who started the task (filled by InboxPage).
+	// CreatedBy is who started the task, and Via the channel an approval
+	// request came through ("api", "mcp"; "" for other tasks); both
+	// filled by InboxPage.
 	CreatedBy string
+	Via       string
 }
 
 // InboxEntry is an interrupt with the task it belongs to.

@@ -587,6 +587,19 @@ func (f *Form) first(ae *AnswerError) *AnswerError {
 	return ae
 }
 
+// Order puts the fields in the order names gives (a request's
+// FieldOrder: the order its schema was written in); fields it does not
+// name keep their place after those it does.
+func (f *Form) Order(names []string) {
+	rank := func(name string) int {
+		if i := slices.Index(names, name); i >= 0 {
+			return i
+		}
+		return len(names)
+	}
+	slices.SortStableFunc(f.Fields, func(a, b Field) int { return rank(a.Name) - rank(b.Name) })
+}
+
 // FieldOf is the control an answer's error path names: "value.env.0" →
 // "env"; "value" → the one field of a non-object schema (or "" when the
 // answer as a whole is wrong).

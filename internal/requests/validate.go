@@ -112,12 +112,21 @@ func (s *Service) normalize(ctx context.Context, in CreateInput) (normalized, er
 	if err != nil {
 		return n, err
 	}
-	var schema json.RawMessage
+	var (
+		schema json.RawMessage
+		order  []string
+	)
 	if raw := bytes.TrimSpace(in.ResponseSchema); len(raw) > 0 && string(raw) != "null" {
-		if _, err := ParseForm(raw); err != nil {
+		form, err := ParseForm(raw)
+		if err != nil {
 			return n, err
 		}
 		schema = raw
+		if !form.Single {
+			for _, f := range form.Fields {
+				order = append(order, f.Name)
+			}
+		}
 	}
 	actions := in.Actions
 	if in.Actions != nil && len(in.Actions) == 0 {
@@ -165,7 +174,7 @@ func (s *Service) normalize(ctx context.Context, in CreateInput) (normalized, er
 		}
 	}
 	n.input = request.Input{Kind: in.Kind, Title: title, Description: in.Description, Payload: payload, Actions: actions,
-		ResponseSchema: schema, Metadata: metadata, Deadline: n.deadline}
+		ResponseSchema: schema, FieldOrder: order, Metadata: metadata, Deadline: n.deadline}
 	return n, nil
 }
 

@@ -13,7 +13,8 @@ import (
 )
 
 const deskInboxPage = `-- name: DeskInboxPage :many
-SELECT i.id, i.task_id, i.node, i.kind, i.iteration, i.payload, i.status, i.created_at, i.resolved_at, i.deadline_at, i.overdue, i.escalation_level, i.claimed_by, i.claim_expires_at, i.payload_sha256, t.title AS task_title, t.workflow AS task_workflow, t.created_by AS task_created_by
+SELECT i.id, i.task_id, i.node, i.kind, i.iteration, i.payload, i.status, i.created_at, i.resolved_at, i.deadline_at, i.overdue, i.escalation_level, i.claimed_by, i.claim_expires_at, i.payload_sha256, t.title AS task_title, t.workflow AS task_workflow, t.created_by AS task_created_by,
+       (CASE WHEN t.workflow = 'request' THEN COALESCE(t.input->>'via', '') ELSE '' END)::text AS task_via
 FROM interrupts i
 JOIN tasks t ON t.id = i.task_id
 WHERE i.status = 'pending'
@@ -40,13 +41,15 @@ type DeskInboxPageRow struct {
 	TaskTitle     string
 	TaskWorkflow  string
 	TaskCreatedBy string
+	TaskVia       string
 }
 
 // DeskInboxPage is one page of the inbox as a work queue: pending
 // interrupts, of one kind or any, those with the nearest deadline first
 // (overdue ones first of all), then those without one, oldest first; by
 // keyset on (deadline or infinity, created_at, id) after a cursor, each
-// with its task title and workflow (interrupts_pending_due_idx, no sort).
+// with its task title and workflow (interrupts_pending_due_idx, no sort),
+// and the channel an approval request came through (task_via: api, mcp).
 // DeskInboxPageFiltered adds the claim and overdue filters. A missing cursor reads from the start; a cursor without a
 // deadline (after_at set, after_due NULL) continues among those without.
 func (q *Queries) DeskInboxPage(ctx context.Context, arg DeskInboxPageParams) ([]DeskInboxPageRow, error) {
@@ -83,6 +86,7 @@ func (q *Queries) DeskInboxPage(ctx context.Context, arg DeskInboxPageParams) ([
 			&i.TaskTitle,
 			&i.TaskWorkflow,
 			&i.TaskCreatedBy,
+			&i.TaskVia,
 		); err != nil {
 			return nil, err
 		}
@@ -95,7 +99,8 @@ func (q *Queries) DeskInboxPage(ctx context.Context, arg DeskInboxPageParams) ([
 }
 
 const deskInboxPageFiltered = `-- name: DeskInboxPageFiltered :many
-SELECT i.id, i.task_id, i.node, i.kind, i.iteration, i.payload, i.status, i.created_at, i.resolved_at, i.deadline_at, i.overdue, i.escalation_level, i.claimed_by, i.claim_expires_at, i.payload_sha256, t.title AS task_title, t.workflow AS task_workflow, t.created_by AS task_created_by
+SELECT i.id, i.task_id, i.node, i.kind, i.iteration, i.payload, i.status, i.created_at, i.resolved_at, i.deadline_at, i.overdue, i.escalation_level, i.claimed_by, i.claim_expires_at, i.payload_sha256, t.title AS task_title, t.workflow AS task_workflow, t.created_by AS task_created_by,
+       (CASE WHEN t.workflow = 'request' THEN COALESCE(t.input->>'via', '') ELSE '' END)::text AS task_via
 FROM interrupts i
 JOIN tasks t ON t.id = i.task_id
 WHERE i.status = 'pending'
@@ -129,6 +134,7 @@ type DeskInboxPageFilteredRow struct {
 	TaskTitle     string
 	TaskWorkflow  string
 	TaskCreatedBy string
+	TaskVia       string
 }
 
 // DeskInboxPageFiltered is DeskInboxPage with the work-queue filters:
@@ -172,6 +178,7 @@ func (q *Queries) DeskInboxPageFiltered(ctx context.Context, arg DeskInboxPageFi
 			&i.TaskTitle,
 			&i.TaskWorkflow,
 			&i.TaskCreatedBy,
+			&i.TaskVia,
 		); err != nil {
 			return nil, err
 		}

@@ -343,7 +343,7 @@ func (h *Handler) actPost(c echo.Context) error {
 		a.posted, a.problems = c.Request().Form, response.AnswerProblems(asked.Form, ae, conv)
 		msg := a.problems[""]
 		if msg == "" {
-			msg = "Not recorded: the answer does not fit the form; see the fields marked below."
+			msg = response.AnswerNotRecorded
 		}
 		return h.actForm(c, http.StatusUnprocessableEntity, a, msg, feedback)
 	case errors.As(derr, &ve):

@@ -337,7 +337,7 @@ func (d *desk) loadInbox(ctx context.Context, q inboxQuery) (views.InboxBody, er
 			Question: graph.Excerpt(e.Payload.Question, 200), Iteration: e.Iteration, Created: e.CreatedAt,
 			Waiting: waited(now.Sub(e.CreatedAt)), Deadline: e.Deadline, Overdue: e.Overdue,
 			Level: e.EscalationLevel, Holder: e.ClaimedBy, Viewers: viewers[e.TaskID],
-			CreatedBy: e.Task.CreatedBy, NotBy: d.notBy(e.Kind, e.Task.CreatedBy)}
+			CreatedBy: e.Task.CreatedBy, Via: strings.ToUpper(e.Task.Via), NotBy: d.notBy(e.Kind, e.Task.CreatedBy)}
 		if e.Deadline != nil {
 			it.DueIn = dueIn(e.Deadline.Sub(now))
 			it.Overdue = it.Overdue || !e.Deadline.After(now)

@@ -24,7 +24,7 @@ const maxHighlight = 256 << 10
 // sanitised (internal/markdown); YAML and JSON tokenised by chroma, every
 // token escaped; anything else escaped.
 type renderer struct {
-	md        *markdown.Renderer
+	md        *markdown.Renderer // shared with the action links' pages
 	formatter *chromahtml.Formatter
 	style     *chroma.Style
 }

@@ -241,7 +241,8 @@ func (d *desk) taskHead(td *taskData) views.TaskHead {
 	t := td.task
 	h := views.TaskHead{ID: t.ID, Title: t.Title, Workflow: t.Workflow, WorkflowTitle: t.Workflow, Status: string(t.Status),
 		CurrentNode: t.CurrentNode, Error: t.Error, CreatedBy: t.CreatedBy, Created: t.CreatedAt, Updated: t.UpdatedAt,
-		Completed: t.CompletedAt, CanCancel: !t.Status.Terminal(), CanRetry: t.Status == graph.StatusFailed}
+		Completed: t.CompletedAt, CanCancel: !t.Status.Terminal(), CanRetry: t.Status == graph.StatusFailed,
+		Via: response.Via(t)}
 	if td.desc != nil {
 		h.WorkflowTitle = td.desc.Title
 	}
@@ -517,6 +518,16 @@ func (d *desk) pendingForm(td *taskData, itr *graph.Interrupt) *views.PendingFor
 			p.CanRespond = true
 		}
 	}
+	// An approval request (SPEC §16–17): who asked, its description, the
+	// controls of its typed answer.
+	if asked, err := response.AskedOf(td.task, d.render.md); err != nil {
+		d.s.log.Warn("reading an approval request", "task", td.task.ID, "error", err)
+	} else if asked != nil {
+		p.Request = &asked.Info
+		if p.CanRespond {
+			p.Fields = response.AnswerFields(asked.Form, nil, nil)
+		}
+	}
 	if a := itr.Payload.Artifact; a != nil {
 		p.ArtifactName, p.ContentType, p.Raw = a.Name, a.ContentType, a.Content
 		p.Rendered = d.render.document(a.ContentType, a.Content)
@@ -773,15 +784,31 @@ func (d *desk) decideForm(c echo.Context) error {
 	if strings.TrimSpace(value) != "" {
 		raw, _ = json.Marshal(value)
 	}
+	// A typed answer's controls (SPEC §17), read into typed JSON: the
+	// Decider checks it against the request's schema.
+	var (
+		asked *response.Asked
+		conv  map[string]string
+	)
+	if action == graph.ActionRespond {
+		if asked, err = response.AskedOf(t, d.render.md); err != nil {
+			return err
+		}
+		if asked != nil && asked.Form != nil {
+			raw, conv = asked.Form.Collect(c.Request().Form)
+		}
+	}
 	// The decision is the signed-in principal's, under the approval policy.
 	_, decideErr := d.s.decider.DecideOn(ctx, who.p, auth.Subject{Task: t, Interrupt: itr},
 		graph.DecisionInput{InterruptID: itrID, Action: action, Feedback: feedback, Value: raw,
 			PayloadSHA256: seen})
 	var (
-		ve   *graph.ValidationError
-		cf   *graph.ConflictError
-		fb   *auth.ForbiddenError
-		late bool
+		ve       *graph.ValidationError
+		cf       *graph.ConflictError
+		fb       *auth.ForbiddenError
+		ae       *auth.AnswerError
+		problems map[string]string
+		late     bool
 	)
 	status := http.StatusOK
 	switch {
@@ -794,6 +821,14 @@ func (d *desk) decideForm(c echo.Context) error {
 		// twice, another kind): the area says why, and changes nothing.
 		status = http.StatusForbidden
 		fieldErrs[""] = fb.Reason
+	case errors.As(decideErr, &ae) && asked != nil && asked.Form != nil:
+		// A typed answer that fails its schema: each control says why.
+		status = http.StatusUnprocessableEntity
+		problems = response.AnswerProblems(asked.Form, ae, conv)
+		fieldErrs[""] = problems[""]
+		if fieldErrs[""] == "" {
+			fieldErrs[""] = response.AnswerNotRecorded
+		}
 	case errors.As(decideErr, &ve):
 		status = http.StatusUnprocessableEntity
 		field := ve.Field
@@ -840,6 +875,9 @@ func (d *desk) decideForm(c echo.Context) error {
 		v.Pending.Feedback, v.Pending.Value = feedback, value
 		if action == graph.ActionEdit && value != "" {
 			v.Pending.Value = value
+		}
+		if problems != nil && len(v.Pending.Fields) > 0 {
+			v.Pending.Fields = response.AnswerFields(asked.Form, c.Request().Form, problems)
 		}
 	}
 	if !request.IsHX(c) {

@@ -35,7 +35,7 @@ func AskedOf(t *graph.Task, md *markdown.Renderer) (*Asked, error) {
 	if err := json.Unmarshal(t.Input, &in); err != nil {
 		return nil, fmt.Errorf("request %s: stored input: %w", t.ID, err)
 	}
-	a := &Asked{Info: views.RequestInfo{AskedBy: in.RequestedBy, Via: strings.ToUpper(in.Via)}}
+	a := &Asked{Info: views.RequestInfo{AskedBy: in.RequestedBy, Via: viaLabel(in.Via)}}
 	if a.Info.AskedBy == "" {
 		a.Info.AskedBy = t.CreatedBy
 	}
@@ -47,10 +47,28 @@ func AskedOf(t *graph.Task, md *markdown.Renderer) (*Asked, error) {
 		if err != nil {
 			return nil, fmt.Errorf("request %s: stored response_schema: %w", t.ID, err)
 		}
+		f.Order(in.FieldOrder)
 		a.Form = f
 	}
 	return a, nil
 }
+
+// Via is the channel an approval request's task came through, as pages
+// show it ("API", "MCP"); "" for any other task.
+func Via(t *graph.Task) string {
+	if t == nil || t.Workflow != request.Name {
+		return ""
+	}
+	var in struct {
+		Via string `json:"via"`
+	}
+	if json.Unmarshal(t.Input, &in) != nil {
+		return ""
+	}
+	return viaLabel(in.Via)
+}
+
+func viaLabel(via string) string { return strings.ToUpper(via) }
 
 // AnswerFields shapes a typed answer's controls: with the schema's
 // defaults when kept is nil (a fresh form), else with the input kept from
@@ -131,6 +149,9 @@ func templAttrs(fd requests.Field) map[string]any {
 	}
 	return a
 }
+
+// AnswerNotRecorded heads a form whose typed answer was refused.
+const AnswerNotRecorded = "Not recorded: the answer does not fit the form; see the fields marked below."
 
 // AnswerProblems turns a refused answer into a message per control: the
 // Decider's *auth.AnswerError (every failing field of the schema), and

@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/gatehousehq/gatehouse/graph"
 )
@@ -46,6 +47,10 @@ type Input struct {
 	// ("api", "mcp").
 	RequestedBy string `json:"requested_by,omitempty"`
 	Via         string `json:"via,omitempty"`
+	// FieldOrder is the order of the response_schema's properties as the
+	// request wrote them (the schema is stored as jsonb, which keeps no
+	// order): the desk draws the answer's controls in it.
+	FieldOrder []string `json:"field_order,omitempty"`
 }
 
 // State is the workflow's state: the request, then its answer.
@@ -66,24 +71,28 @@ var InputSchema = json.RawMessage(`{"type":"object","required":["kind","title","
 // payload as formatted JSON, the actions offered.
 func Question(in Input) graph.Question {
 	q := graph.Question{Kind: in.Kind, Title: in.Title, Text: in.Description, Actions: in.Actions}
-	if len(in.Payload) > 0 {
+	if len(in.Payload) > 0 && strings.TrimSpace(string(in.Payload)) != "{}" {
 		q.Artifact = &graph.ArtifactRef{Name: ArtifactPayload, ContentType: "application/json", Content: Pretty(in.Payload)}
 	}
 	return q
 }
 
-// Pretty is JSON indented by two spaces (raw as it is when it is not
-// JSON).
+// Pretty is JSON indented by two spaces, its text as written (no \u003c
+// for "<": people read it; pages escape it), raw as it is when it is not
+// JSON.
 func Pretty(raw json.RawMessage) string {
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return string(raw)
 	}
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
 		return string(raw)
 	}
-	return string(b)
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // New compiles the workflow.
