@@ -237,6 +237,12 @@ func TestRequestAnswerFormsInBrowser(t *testing.T) {
 		b.click(form + ` button[value=respond]`)
 		b.waitJS(`document.querySelector('#interrupt .outcome[data-action="respond"]')`, 20*time.Second)
 		e.storedIs(t, id, "respond", c.stored)
+		if c.name == "Object" {
+			// The answer reads as labelled values, in the form's order.
+			want := "Why: The queue is backing up · Environment: prod · Replicas: 3 · Canary share: 0.25 · Ticket: OPS-12 · Regions: eu, ap · Tell the on-call: no"
+			b.waitJS(`(document.querySelector('#interrupt .outcome .feedback-text')||{}).textContent === `+jsq(want), 20*time.Second)
+			b.screenshot("object-answered-1366")
+		}
 	}
 
 	// The email action page draws the same controls and refuses the same

@@ -493,6 +493,12 @@ func outcomeOf(td *taskData, dec *graph.Decision) views.Outcome {
 			o.Title = itr.Payload.Title
 		}
 	}
+	if dec.Action == graph.ActionRespond && o.Feedback == "" {
+		// A request's typed answer (SPEC §17), as a line to read.
+		if f, _ := response.FormOf(td.task); f != nil {
+			o.Feedback = answerOf(td, dec)
+		}
+	}
 	return o
 }
 
@@ -563,7 +569,7 @@ func thread(td *taskData) []views.ThreadMessage {
 		}
 		out = append(out, views.ThreadMessage{From: nodeLabelOf(itr.Node), Text: itr.Payload.Question, At: itr.CreatedAt})
 		if dec := byItr[itr.ID]; dec != nil {
-			text := answerOf(dec)
+			text := answerOf(td, dec)
 			if text == "" {
 				text = response.Verb(dec.Action)
 			}
@@ -574,12 +580,16 @@ func thread(td *taskData) []views.ThreadMessage {
 	return out
 }
 
-// answerOf is the text of a decision's value (a JSON string) or its feedback.
-func answerOf(dec *graph.Decision) string {
+// answerOf is the text of a decision's value (a JSON string; a request's
+// typed answer as "Label: value" parts) or its feedback.
+func answerOf(td *taskData, dec *graph.Decision) string {
 	if len(dec.Value) > 0 && string(dec.Value) != "null" {
 		var s string
 		if json.Unmarshal(dec.Value, &s) == nil {
 			return s
+		}
+		if f, err := response.FormOf(td.task); err == nil && f != nil {
+			return response.AnswerText(f, dec.Value)
 		}
 		return string(dec.Value)
 	}
@@ -597,7 +607,7 @@ func decisionRows(td *taskData) []views.DecisionRow {
 		itr := titles[dec.InterruptID]
 		fb := dec.Feedback
 		if dec.Action == graph.ActionRespond {
-			fb = answerOf(&dec)
+			fb = answerOf(td, &dec)
 		}
 		out = append(out, views.DecisionRow{InterruptID: dec.InterruptID, Title: itr.Payload.Title, Kind: itr.Kind, Node: itr.Node, Iteration: itr.Iteration,
 			Action: dec.Action, Verb: response.Sentence(response.Verb(dec.Action)), By: dec.DecidedBy, At: dec.DecidedAt, Feedback: fb,

@@ -42,15 +42,86 @@ func AskedOf(t *graph.Task, md *markdown.Renderer) (*Asked, error) {
 	if strings.TrimSpace(in.Description) != "" {
 		a.Info.Description = views.SafeHTML(md.HTML(in.Description))
 	}
-	if len(in.ResponseSchema) > 0 {
-		f, err := requests.ParseForm(in.ResponseSchema)
-		if err != nil {
-			return nil, fmt.Errorf("request %s: stored response_schema: %w", t.ID, err)
-		}
-		f.Order(in.FieldOrder)
-		a.Form = f
+	f, err := formOf(t.ID, in)
+	if err != nil {
+		return nil, err
 	}
+	a.Form = f
 	return a, nil
+}
+
+// FormOf is the typed answer's form of a request's task, its fields in
+// the order the request wrote them (nil, nil for a task that is not a
+// request, or a request without a response_schema).
+func FormOf(t *graph.Task) (*requests.Form, error) {
+	if t == nil || t.Workflow != request.Name {
+		return nil, nil
+	}
+	var in request.Input
+	if err := json.Unmarshal(t.Input, &in); err != nil {
+		return nil, fmt.Errorf("request %s: stored input: %w", t.ID, err)
+	}
+	return formOf(t.ID, in)
+}
+
+func formOf(id string, in request.Input) (*requests.Form, error) {
+	if len(in.ResponseSchema) == 0 {
+		return nil, nil
+	}
+	f, err := requests.ParseForm(in.ResponseSchema)
+	if err != nil {
+		return nil, fmt.Errorf("request %s: stored response_schema: %w", id, err)
+	}
+	f.Order(in.FieldOrder)
+	return f, nil
+}
+
+// AnswerText is a typed answer as a line people read: "Environment: prod
+// · Replicas: 3 · Regions: eu, ap" (labels from the form, in its order;
+// booleans as yes or no). A value that does not read as the form's is
+// its JSON text.
+func AnswerText(f *requests.Form, value json.RawMessage) string {
+	text := func(v any) string {
+		switch x := v.(type) {
+		case string:
+			return x
+		case bool:
+			if x {
+				return "yes"
+			}
+			return "no"
+		case []any:
+			parts := make([]string, len(x))
+			for i, e := range x {
+				parts[i] = fmt.Sprint(e)
+			}
+			return strings.Join(parts, ", ")
+		case json.Number:
+			return x.String()
+		}
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(value)))
+	dec.UseNumber()
+	var v any
+	if f == nil || dec.Decode(&v) != nil {
+		return string(value)
+	}
+	if f.Single {
+		return text(v)
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return string(value)
+	}
+	var parts []string
+	for _, fd := range f.Fields {
+		if x, ok := obj[fd.Name]; ok {
+			parts = append(parts, fd.Title+": "+text(x))
+		}
+	}
+	return strings.Join(parts, " · ")
 }
 
 // Via is the channel an approval request's task came through, as pages
