@@ -148,6 +148,24 @@ END {
 	unit["BenchmarkOutboxApproval|go_cpu_us/round_with"] = "us/round"
 	fig["BenchmarkWebhook1000|s/1000"] = "BENCH webhook_1000_deliveries"
 	unit["BenchmarkWebhook1000|s/1000"] = "s"
+	fig["BenchmarkRequestCreate|p50_ms"] = "BENCH request_create_p50"
+	fig["BenchmarkRequestCreate|p99_ms"] = "BENCH request_create_p99"
+	unit["BenchmarkRequestCreate|p50_ms"] = "ms"
+	unit["BenchmarkRequestCreate|p99_ms"] = "ms"
+	fig["BenchmarkRequestWaitReturn|p50_ms"] = "BENCH request_wait_return_p50"
+	fig["BenchmarkRequestWaitReturn|p99_ms"] = "BENCH request_wait_return_p99"
+	unit["BenchmarkRequestWaitReturn|p50_ms"] = "ms"
+	unit["BenchmarkRequestWaitReturn|p99_ms"] = "ms"
+	fig["BenchmarkRequestWaiters1000|db_conns"] = "BENCH request_waiters_1000_db_conns"
+	fig["BenchmarkRequestWaiters1000|rss_mb"] = "BENCH request_waiters_1000_rss_mb"
+	fig["BenchmarkRequestWaiters1000|rss_delta_mb"] = "BENCH request_waiters_1000_rss_delta_mb"
+	unit["BenchmarkRequestWaiters1000|db_conns"] = "conns"
+	unit["BenchmarkRequestWaiters1000|rss_mb"] = "MiB"
+	unit["BenchmarkRequestWaiters1000|rss_delta_mb"] = "MiB"
+	fig["BenchmarkRuleEval|us/eval"] = "BENCH rule_eval_us"
+	unit["BenchmarkRuleEval|us/eval"] = "us"
+	fig["BenchmarkRuleEval|cpu_us/eval"] = "BENCH rule_eval_cpu_us"
+	unit["BenchmarkRuleEval|cpu_us/eval"] = "us"
 	for (k = 1; k <= n; k++) {
 		key = order[k]
 		if (key in fig) {
@@ -185,6 +203,14 @@ END {
 		printf "RATIO langgraph_resume_vs_native_approval_p50: %.2f (target <= 1.3)\n", median("BenchmarkLangGraphResume|ratio_p50")
 	if ("BenchmarkOutboxApproval|ratio" in vals)
 		printf "RATIO approval_16tasks_webhook_vs_none: %.2f (target <= 1.1)\n", median("BenchmarkOutboxApproval|ratio")
+	if ("BenchmarkRequestCreate|p99_ms" in vals)
+		printf "RATIO request_create_p99_vs_10ms_target: %.2f\n", median("BenchmarkRequestCreate|p99_ms") / 10
+	if ("BenchmarkRequestWaitReturn|p99_ms" in vals)
+		printf "RATIO request_wait_return_p99_vs_50ms_target: %.2f\n", median("BenchmarkRequestWaitReturn|p99_ms") / 50
+	if ("BenchmarkRequestWaiters1000|db_conns" in vals)
+		printf "RATIO request_waiters_1000_db_conns_vs_2_target: %.2f\n", median("BenchmarkRequestWaiters1000|db_conns") / 2
+	if ("BenchmarkRuleEval|us/eval" in vals)
+		printf "RATIO rule_eval_us_vs_50us_target: %.2f\n", median("BenchmarkRuleEval|us/eval") / 50
 	if ("BenchmarkThroughput16|cpu_ratio" in vals)
 		printf "RATIO throughput_16_cpu_per_step_vs_floor_op: %.2f\n", median("BenchmarkThroughput16|cpu_ratio")
 }' "$out"

@@ -34,3 +34,8 @@ ORDER BY r.created_at LIMIT 100;
 -- RequestCallback is where a request's callback goes and its secret.
 -- name: RequestCallback :one
 SELECT callback_url, callback_secret FROM requests WHERE id = @id::uuid;
+
+-- RequestsSettled lists which of the requests are no longer pending: the
+-- long polls' one shared fallback read.
+-- name: RequestsSettled :many
+SELECT id FROM request_rows WHERE id = ANY(@ids::uuid[]) AND status <> 'pending';

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gatehousehq/gatehouse/graph"
 )
@@ -103,8 +105,10 @@ func TestRulesPolicyErrors(t *testing.T) {
 	}
 }
 
-// BenchmarkRuleEval is a 5-rule kind's evaluation when the last rule holds
-// (make bench: BENCH rule_eval_us).
+// BenchmarkRuleEval is what the raise hook does for an interrupt of a
+// 5-rule kind when its last rule holds: the rules' input read from the
+// task and interrupt (RuleInputOf), then every rule evaluated. us/eval is
+// BENCH rule_eval_us (target ≤ 50 µs).
 func BenchmarkRuleEval(b *testing.B) {
 	path := b.TempDir() + "/policy.yaml"
 	if err := os.WriteFile(path, []byte(rulesPolicy), 0o600); err != nil {
@@ -114,12 +118,28 @@ func BenchmarkRuleEval(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	in := RuleInput{Payload: map[string]any{"amount": 300.0, "country": "FR"}, Metadata: map[string]any{"tier": "std"},
-		Kind: "refund", Title: "URGENT refund", RequestedBy: "bot", Task: map[string]any{"workflow": "request", "title": "x", "input": map[string]any{}}}
+	task := &graph.Task{ID: "t1", Workflow: "request", Title: "URGENT refund", CreatedBy: "token:bot",
+		Input: json.RawMessage(`{"kind":"refund","title":"URGENT refund","payload":{"amount":300,"country":"FR",` +
+			`"order":"A-1042","lines":[{"sku":"X1","qty":2}]},"metadata":{"tier":"std"}}`)}
+	itr := &graph.Interrupt{Kind: "refund", Payload: graph.InterruptPayload{Title: "URGENT refund"}}
 	b.ReportAllocs()
+	cpu0 := processCPU(b)
 	for b.Loop() {
-		if r := p.Evaluate("refund", in); r.Rule != "titled" {
+		if r := p.Evaluate("refund", RuleInputOf(task, itr)); r.Rule != "titled" || len(r.Errors) != 0 {
 			b.Fatalf("%+v", r)
 		}
 	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1000/float64(b.N), "us/eval")
+	// The process's CPU time per evaluation (garbage collection included):
+	// the cost itself, when a busy machine stretches the wall time.
+	b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/1000/float64(b.N), "cpu_us/eval")
+}
+
+// processCPU is the process's user and system CPU time so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

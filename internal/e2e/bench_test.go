@@ -38,7 +38,9 @@ type stack struct {
 	store  *postgres.Store
 	url    string
 	engine *graph.Engine
-	base   string
+	// reqs serves /api/v1/requests.
+	reqs *requests.Service
+	base string
 	// sender delivers notifications, when a benchmark starts one.
 	sender *notify.Sender
 }
@@ -74,7 +76,8 @@ func newStack(b *testing.B, workers int) *stack {
 	r := runner.New(store, e, runner.Config{Owner: "bench", Workers: workers, LeaseTTL: 15 * time.Second})
 	hub.OnRunnable(r.WakeFor)
 	r.Start()
-	srv := web.New(web.Deps{Engine: e, Store: store, Hub: hub, Wake: r.Wake, BootstrapToken: token,
+	reqs := requests.NewService(requests.Config{Store: store, Engine: e, Events: hub, Wake: r.Wake})
+	srv := web.New(web.Deps{Engine: e, Store: store, Hub: hub, Wake: r.Wake, BootstrapToken: token, Requests: reqs,
 		Decider: auth.NewDecider(e, store, auth.DefaultPolicy(), nil, auth.WithWorker(r), auth.WithDecisionCheck(requests.CheckDecision)),
 		Ready:   func(context.Context) error { return nil }})
 	addr, err := srv.Start("127.0.0.1:0")
@@ -88,7 +91,7 @@ func newStack(b *testing.B, workers int) *stack {
 		r.Stop(sctx)
 		cancel()
 	})
-	return &stack{pool: pool, store: store, url: url, engine: e, base: "http://" + addr.String()}
+	return &stack{pool: pool, store: store, url: url, engine: e, reqs: reqs, base: "http://" + addr.String()}
 }
 
 // analyze refreshes the planner's statistics of the stack's database, as

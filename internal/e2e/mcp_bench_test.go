@@ -61,6 +61,13 @@ func (e *mcpToolError) Error() string {
 	return string(b)
 }
 
+// reportQuantiles reports the p50 and p99 of lat in ms, as
+// <prefix>p50_ms and <prefix>p99_ms.
+func reportQuantiles(b *testing.B, lat []time.Duration, prefix string) {
+	b.ReportMetric(quantileMS(lat, 0.50), prefix+"p50_ms")
+	b.ReportMetric(quantileMS(lat, 0.99), prefix+"p99_ms")
+}
+
 func quantileMS(lat []time.Duration, p float64) float64 {
 	slices.Sort(lat)
 	return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
@@ -87,8 +94,7 @@ func BenchmarkMCPGetRequest(b *testing.B) {
 		lat = append(lat, time.Since(t0))
 	}
 	b.StopTimer()
-	b.ReportMetric(quantileMS(lat, 0.50), "p50_ms")
-	b.ReportMetric(quantileMS(lat, 0.99), "p99_ms")
+	reportQuantiles(b, lat, "")
 }
 
 // BenchmarkMCPWaitReturn: a get_request call waiting on a pending request
@@ -135,8 +141,6 @@ func BenchmarkMCPWaitReturn(b *testing.B) {
 		fromPost = append(fromPost, res.at.Sub(t0))
 	}
 	b.StopTimer()
-	b.ReportMetric(quantileMS(lat, 0.50), "p50_ms")
-	b.ReportMetric(quantileMS(lat, 0.99), "p99_ms")
-	b.ReportMetric(quantileMS(fromPost, 0.50), "from_post_p50_ms")
-	b.ReportMetric(quantileMS(fromPost, 0.99), "from_post_p99_ms")
+	reportQuantiles(b, lat, "")
+	reportQuantiles(b, fromPost, "from_post_")
 }

@@ -114,10 +114,12 @@ func TestRequestTools(t *testing.T) {
 				"idempotency_key": "wait-1"}), &r)
 			done <- r
 		}()
-		// Find it in the inbox and decide it while the call waits.
+		// Find it in the inbox and decide it while the call waits (once
+		// its task and interrupt exist: the request's row is written
+		// first).
 		var pending reqJSON
 		deadline := time.Now().Add(10 * time.Second)
-		for pending.ID == "" && time.Now().Before(deadline) {
+		for pending.InterruptID == "" && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
 			var id string
 			_ = s.pool.QueryRow(ctx, `SELECT id FROM requests WHERE idempotency_key = 'wait-1'`).Scan(&id)

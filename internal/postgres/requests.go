@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
@@ -121,6 +122,25 @@ func (s *Store) RequestCallback(ctx context.Context, id string) (string, string,
 		return "", "", fmt.Errorf("read the callback of request %s: %w", id, err)
 	}
 	return r.CallbackUrl, r.CallbackSecret, nil
+}
+
+// RequestsSettled implements requests.Store.
+func (s *Store) RequestsSettled(ctx context.Context, ids []string) ([]string, error) {
+	uids := make([]uuid.UUID, 0, len(ids))
+	for _, id := range ids {
+		if u, ok := parseID(id); ok {
+			uids = append(uids, u)
+		}
+	}
+	rows, err := s.q.RequestsSettled(ctx, uids)
+	if err != nil {
+		return nil, fmt.Errorf("read which requests were settled: %w", err)
+	}
+	out := make([]string, len(rows))
+	for i, u := range rows {
+		out[i] = u.String()
+	}
+	return out, nil
 }
 
 // RequestCancel implements requests.Store: Cancel, with the channel in

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gatehousehq/gatehouse/graph"
@@ -91,6 +92,8 @@ type Store interface {
 	// RequestOrphans lists requests written before before whose task was
 	// never created.
 	RequestOrphans(ctx context.Context, before time.Time) ([]Record, error)
+	// RequestsSettled lists which of ids are no longer pending.
+	RequestsSettled(ctx context.Context, ids []string) ([]string, error)
 	// RequestCallback errors: ErrNotFound.
 	RequestCallback(ctx context.Context, id string) (url, secret string, err error)
 	// RequestCancel cancels the request's task as actor, through via
@@ -139,6 +142,7 @@ type Service struct {
 	allowPrivate bool
 	log          *slog.Logger
 	now          func() time.Time
+	waits        waitSet
 }
 
 // NewService returns a Service.
@@ -301,13 +305,15 @@ func settles(typ string) bool {
 	return false
 }
 
-// pollEvery is the long poll's fallback read, should a wake-up be lost.
+// pollEvery is the long polls' fallback read, should a wake-up be lost.
 const pollEvery = 10 * time.Second
 
 // Wait returns the request once it is no longer pending, or after d (at
 // most MaxWait) as it then is. It holds no database connection while it
-// waits: the events of the request's task wake it. Errors: Get's, and
-// ctx's.
+// waits: the events of the request's task wake it, and, should a wake-up
+// be lost, one read of every waiting request each pollEvery (waitSet)
+// does. Without Events each wait reads its request each pollEvery.
+// Errors: Get's, and ctx's.
 func (s *Service) Wait(ctx context.Context, id string, d time.Duration) (Request, error) {
 	if d <= 0 {
 		return s.Get(ctx, id)
@@ -315,8 +321,19 @@ func (s *Service) Wait(ctx context.Context, id string, d time.Duration) (Request
 	d = min(d, MaxWait)
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
-	poll := time.NewTicker(pollEvery)
-	defer poll.Stop()
+	// Woken by the hub, with the waits' shared fallback read; without a
+	// hub, each wait reads its request each pollEvery.
+	var kick <-chan struct{}
+	var tick <-chan time.Time
+	if s.events != nil {
+		k, leave := s.waits.join(s, id)
+		defer leave()
+		kick = k
+	} else {
+		t := time.NewTicker(pollEvery)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		var evs <-chan graph.Event
 		stop := func() {}
@@ -340,7 +357,9 @@ func (s *Service) Wait(ctx context.Context, id string, d time.Duration) (Request
 				if settles(ev.Type) {
 					break wait
 				}
-			case <-poll.C:
+			case <-kick:
+				break wait
+			case <-tick:
 				break wait
 			case <-deadline.C:
 				stop()
@@ -360,6 +379,94 @@ func (s *Service) Wait(ctx context.Context, id string, d time.Duration) (Request
 				return r, ctx.Err()
 			}
 		}
+	}
+}
+
+// waitSet is the requests being waited for, and their waits' kicks: one
+// sweep (running while anyone waits) reads, each pollEvery, which of them
+// are settled, in one statement on one connection, and kicks their waits
+// to read them again. 1,000 waits cost one read each pollEvery, not 1,000.
+type waitSet struct {
+	mu      sync.Mutex
+	byID    map[string]map[chan struct{}]struct{}
+	running bool
+}
+
+// Waiting is the number of long polls waiting now (with Events; without,
+// 0).
+func (s *Service) Waiting() int {
+	s.waits.mu.Lock()
+	defer s.waits.mu.Unlock()
+	n := 0
+	for _, cs := range s.waits.byID {
+		n += len(cs)
+	}
+	return n
+}
+
+// join adds a wait for id; kick is sent to when the sweep finds it
+// settled; leave ends the wait.
+func (w *waitSet) join(s *Service, id string) (kick <-chan struct{}, leave func()) {
+	c := make(chan struct{}, 1)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.byID == nil {
+		w.byID = map[string]map[chan struct{}]struct{}{}
+	}
+	if w.byID[id] == nil {
+		w.byID[id] = map[chan struct{}]struct{}{}
+	}
+	w.byID[id][c] = struct{}{}
+	if !w.running {
+		w.running = true
+		go w.sweep(s)
+	}
+	return c, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.byID[id], c)
+		if len(w.byID[id]) == 0 {
+			delete(w.byID, id)
+		}
+	}
+}
+
+// sweep runs while anyone waits.
+func (w *waitSet) sweep(s *Service) {
+	t := time.NewTicker(pollEvery)
+	defer t.Stop()
+	for range t.C {
+		w.mu.Lock()
+		if len(w.byID) == 0 {
+			w.running = false
+			w.mu.Unlock()
+			return
+		}
+		ids := make([]string, 0, len(w.byID))
+		for id := range w.byID {
+			ids = append(ids, id)
+		}
+		w.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), pollEvery)
+		settled, err := s.store.RequestsSettled(ctx, ids)
+		cancel()
+		if err != nil {
+			s.log.Warn("the long polls' fallback read", "waiting", len(ids), "error", err)
+			continue
+		}
+		if len(settled) > 0 {
+			s.log.Debug("the long polls' fallback read found requests settled without a wake-up", "settled", len(settled))
+		}
+		w.mu.Lock()
+		for _, id := range settled {
+			for c := range w.byID[id] {
+				select {
+				case c <- struct{}{}:
+				default:
+				}
+			}
+		}
+		w.mu.Unlock()
 	}
 }
 

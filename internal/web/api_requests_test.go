@@ -581,3 +581,36 @@ func TestRequestWorkflowUnlisted(t *testing.T) {
 		t.Fatalf("%d tasks, was %d", n, before)
 	}
 }
+
+// TestRequestWaitFallback: a request settled with no event to wake its
+// long polls (here its interrupt is cancelled by hand, in SQL) is answered
+// by the polls' one shared fallback read, within its period (10 s).
+func TestRequestWaitFallback(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.makeRequest(t, map[string]any{"kind": "deploy", "title": "Settled behind the hub's back"})
+	type answer struct {
+		req  apiRequest
+		took time.Duration
+	}
+	done := make(chan answer, 3)
+	start := time.Now()
+	for range 3 {
+		go func() {
+			var got apiRequest
+			b.do(t, http.MethodGet, "/api/v1/requests/"+r.ID+"?wait=30s", nil).json(t, &got)
+			done <- answer{got, time.Since(start)}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	if _, err := b.pool.Exec(context.Background(), `UPDATE interrupts SET status = 'cancelled', resolved_at = now()
+		WHERE id = $1`, r.InterruptID); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		a := <-done
+		if a.req.Status != "cancelled" || a.took > 15*time.Second {
+			t.Fatalf("a long poll answered %+v after %s", a.req, a.took)
+		}
+	}
+}

@@ -231,3 +231,29 @@ func (q *Queries) RequestReserve(ctx context.Context, arg RequestReserveParams) 
 	err := row.Scan(&id)
 	return id, err
 }
+
+const requestsSettled = `-- name: RequestsSettled :many
+SELECT id FROM request_rows WHERE id = ANY($1::uuid[]) AND status <> 'pending'
+`
+
+// RequestsSettled lists which of the requests are no longer pending: the
+// long polls' one shared fallback read.
+func (q *Queries) RequestsSettled(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, requestsSettled, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
