@@ -247,7 +247,7 @@ func TestE2EPolicyFileErrorsExitTwo(t *testing.T) {
 		{"kinds:\n  prd:\n    deadline: 1h\n    on_timeout: fial\n", ":4: kinds.prd.on_timeout: want fail, approve, cancel or none"},
 		{"kinds:\n  prd:\n    deadline: 1h\n    reminders: [2h]\n", ":4: kinds.prd.reminders:"},
 		{"kinds:\n  refund:\n    rules:\n      - {name: a, when: \"amount > 3\", action: approve}\n",
-			":4: kinds.refund.rules[0].when: ERROR: <input>:1:1: undeclared reference to 'amount'"},
+			":4: kinds.refund.rules[0].when: column 1: undeclared reference to 'amount'"},
 		{"kinds:\n  question:\n    deadline: 1h\n    on_timeout: approve\n", ":4: kinds.question.on_timeout: approve cannot answer a question"},
 	}
 	for _, c := range cases {

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -67,7 +68,14 @@ var ruleEnv = func() *cel.Env {
 func CompileRule(when string) (cel.Program, error) {
 	ast, iss := ruleEnv.Compile(when)
 	if iss != nil && iss.Err() != nil {
-		return nil, fmt.Errorf("%s", strings.ReplaceAll(strings.TrimSpace(iss.Err().Error()), "\n", " "))
+		// "column 1: undeclared reference to 'amount'", without CEL's
+		// source excerpt and its (empty) container.
+		var msgs []string
+		for _, e := range iss.Errors() {
+			m := strings.TrimSuffix(e.Message, " (in container '')")
+			msgs = append(msgs, fmt.Sprintf("column %d: %s", e.Location.Column()+1, m))
+		}
+		return nil, errors.New(strings.Join(msgs, "; "))
 	}
 	if t := ast.OutputType(); !t.IsExactType(types.BoolType) {
 		return nil, fmt.Errorf("must be boolean, is %s", t)

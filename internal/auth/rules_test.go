@@ -79,9 +79,9 @@ func TestRulesPolicyErrors(t *testing.T) {
 	t.Parallel()
 	cases := []struct{ name, text, want string }{
 		{"Syntax", "kinds:\n  refund:\n    rules:\n      - {name: a, when: \"payload.amount <=\", action: approve}\n",
-			"policy.yaml:4: kinds.refund.rules[0].when: "},
+			"policy.yaml:4: kinds.refund.rules[0].when: column 18: Syntax error: mismatched input '<EOF>'"},
 		{"UnknownVariable", "kinds:\n  refund:\n    rules:\n      - name: a\n        when: \"amount > 3\"\n        action: approve\n",
-			"policy.yaml:5: kinds.refund.rules[0].when: ERROR: <input>:1:1: undeclared reference to 'amount'"},
+			"policy.yaml:5: kinds.refund.rules[0].when: column 1: undeclared reference to 'amount'"},
 		{"NotBoolean", "kinds:\n  refund:\n    rules:\n      - {name: a, when: \"title + 'x'\", action: approve}\n",
 			"policy.yaml:4: kinds.refund.rules[0].when: must be boolean, is string"},
 		{"NoAction", "kinds:\n  refund:\n    rules:\n      - {name: a, when: \"true\"}\n",
