@@ -117,21 +117,7 @@ func decodeDecision(c echo.Context) (decisionRequest, error) {
 
 // listDecisions: GET /api/v1/tasks/:id/decisions → oldest first.
 func (h *Handler) listDecisions(c echo.Context) error {
-	t, err := h.taskOf(c)
-	if err != nil {
-		return err
-	}
-	ds, err := h.store.Decisions(c.Request().Context(), t.ID)
-	if err != nil {
-		return err
-	}
-	out := struct {
-		Decisions []Decision `json:"decisions"`
-	}{Decisions: make([]Decision, 0, len(ds))}
-	for i := range ds {
-		out.Decisions = append(out.Decisions, decisionJSON(&ds[i]))
-	}
-	return response.JSON(c, http.StatusOK, out)
+	return taskItems(h, c, "decisions", h.store.Decisions, decisionJSON)
 }
 
 // listInterrupts: GET /api/v1/interrupts?status=pending&kind=&limit= → the

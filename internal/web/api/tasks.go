@@ -236,21 +236,7 @@ func (h *Handler) getState(c echo.Context) error {
 // listCheckpoints: GET /api/v1/tasks/:id/checkpoints → the history, in
 // step order, without state.
 func (h *Handler) listCheckpoints(c echo.Context) error {
-	t, err := h.taskOf(c)
-	if err != nil {
-		return err
-	}
-	hist, err := h.store.History(c.Request().Context(), t.ID)
-	if err != nil {
-		return err
-	}
-	out := struct {
-		Checkpoints []Checkpoint `json:"checkpoints"`
-	}{Checkpoints: make([]Checkpoint, 0, len(hist))}
-	for i := range hist {
-		out.Checkpoints = append(out.Checkpoints, checkpointJSON(&hist[i]))
-	}
-	return response.JSON(c, http.StatusOK, out)
+	return taskItems(h, c, "checkpoints", h.store.History, checkpointJSON)
 }
 
 // getCheckpoint: GET /api/v1/tasks/:id/checkpoints/:step → one checkpoint
@@ -305,32 +291,12 @@ func (h *Handler) listEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := struct {
-		Events []Event `json:"events"`
-	}{Events: make([]Event, 0, len(evs))}
-	for i := range evs {
-		out.Events = append(out.Events, EventOf(&evs[i]))
-	}
-	return response.JSON(c, http.StatusOK, out)
+	return response.JSON(c, http.StatusOK, map[string][]Event{"events": wireAll(evs, EventOf)})
 }
 
 // listArtifacts: GET /api/v1/tasks/:id/artifacts → every version.
 func (h *Handler) listArtifacts(c echo.Context) error {
-	t, err := h.taskOf(c)
-	if err != nil {
-		return err
-	}
-	arts, err := h.store.Artifacts(c.Request().Context(), t.ID)
-	if err != nil {
-		return err
-	}
-	out := struct {
-		Artifacts []Artifact `json:"artifacts"`
-	}{Artifacts: make([]Artifact, 0, len(arts))}
-	for i := range arts {
-		out.Artifacts = append(out.Artifacts, artifactJSON(&arts[i]))
-	}
-	return response.JSON(c, http.StatusOK, out)
+	return taskItems(h, c, "artifacts", h.store.Artifacts, artifactJSON)
 }
 
 // cancelTask: POST /api/v1/tasks/:id/cancel → 202 Task; 409 when it ended.
@@ -376,4 +342,29 @@ func (h *Handler) listWorkflows(c echo.Context) error {
 		}
 	}
 	return response.JSON(c, http.StatusOK, out)
+}
+
+// taskItems answers GET /api/v1/tasks/:id/<key>: the task as the
+// principal may read it (404 otherwise), then load's items of it, each as
+// its wire type, under key (an empty list, never null).
+func taskItems[S, W any](h *Handler, c echo.Context, key string, load func(ctx context.Context, taskID string) ([]S, error),
+	wire func(*S) W) error {
+	t, err := h.taskOf(c)
+	if err != nil {
+		return err
+	}
+	items, err := load(c.Request().Context(), t.ID)
+	if err != nil {
+		return err
+	}
+	return response.JSON(c, http.StatusOK, map[string][]W{key: wireAll(items, wire)})
+}
+
+// wireAll is items, each as its wire type (empty, never nil).
+func wireAll[S, W any](items []S, wire func(*S) W) []W {
+	out := make([]W, 0, len(items))
+	for i := range items {
+		out = append(out, wire(&items[i]))
+	}
+	return out
 }
