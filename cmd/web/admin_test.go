@@ -170,8 +170,8 @@ func TestE2EAdminPassword(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no generated password logged:\n%s", p.Logs())
 	}
-	_ = p.cmd.Process.Kill()
-	<-p.exited
+	_ = p.Cmd.Process.Kill()
+	<-p.Exited
 	p2 := serve(t, d.url, "GATEHOUSE_WORKERS=0")
 	if strings.Contains(p2.Logs(), "created the admin user") {
 		t.Fatalf("a second start generated a password again:\n%s", p2.Logs())
@@ -181,8 +181,8 @@ func TestE2EAdminPassword(t *testing.T) {
 	if _, err := svc.Login(ctx, "admin", m[1], "e2e", "go"); err != nil {
 		t.Fatalf("the logged password: %v", err)
 	}
-	_ = p2.cmd.Process.Kill()
-	<-p2.exited
+	_ = p2.Cmd.Process.Kill()
+	<-p2.Exited
 	p3 := serve(t, d.url, "GATEHOUSE_WORKERS=0", "GATEHOUSE_ADMIN_PASSWORD=set-by-the-environment")
 	if strings.Contains(p3.Logs(), "created the admin user") {
 		t.Fatalf("generated with GATEHOUSE_ADMIN_PASSWORD set:\n%s", p3.Logs())

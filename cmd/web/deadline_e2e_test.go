@@ -209,10 +209,10 @@ func TestE2EKillNineBeforeDeadline(t *testing.T) {
 	env := []string{"GATEHOUSE_POLICY_FILE=" + policy}
 	p := serve(t, d.url, env...)
 	itr := p.waitingAt(t)
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-p.exited
+	<-p.Exited
 	dl, _ := time.Parse(time.RFC3339Nano, *itr.Deadline)
 	if n := d.int("SELECT count(*) FROM task_events WHERE type IN ('interrupt.reminder', 'interrupt.expired')"); n != 0 {
 		t.Fatalf("fired before the kill: %d (the machine is too slow for this test's timing)", n)

@@ -66,7 +66,7 @@ func TestDocsAPIRunsVerbatim(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-eu", "-o", "pipefail", "-c",
-		strings.ReplaceAll(script.String(), "127.0.0.1:8080", p.addr))
+		strings.ReplaceAll(script.String(), "127.0.0.1:8080", p.Addr))
 	cmd.Dir = dir
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "DATABASE_URL=") && !strings.HasPrefix(kv, "GATEHOUSE") && !strings.HasPrefix(kv, "TOKEN=") {

@@ -4,7 +4,6 @@ package main
 // database, driven over HTTP and websockets, killed and restarted.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,9 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +23,7 @@ import (
 
 	"github.com/gatehousehq/gatehouse/internal/browsertest"
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+	"github.com/gatehousehq/gatehouse/internal/servetest"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
 )
 
@@ -54,84 +52,20 @@ func TestMain(m *testing.M) {
 
 // proc is one running `gatehouse serve`.
 type proc struct {
-	t       *testing.T
-	cmd     *exec.Cmd
-	addr    string
-	replica string
-	mu      sync.Mutex
-	logs    bytes.Buffer
-	exited  chan struct{}
-	err     error
+	*servetest.Process
+	t *testing.T
 }
-
-var servingRe = regexp.MustCompile(`msg="gatehouse serving" addr=(\S+) .*replica=(\S+)`)
 
 // serve starts a process with the given extra environment and waits until
 // it listens.
 func serve(t *testing.T, dbURL string, env ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(binary, "serve")
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "GATEHOUSE_ADDR=127.0.0.1:0",
-		"GATEHOUSE_BOOTSTRAP_TOKEN="+e2eToken, "GATEHOUSE_LOG_LEVEL=debug")
-	cmd.Env = append(cmd.Env, env...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{t: t, cmd: cmd, exited: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan struct{})
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.logs.WriteString(line + "\n")
-			if p.addr == "" {
-				if m := servingRe.FindStringSubmatch(line); m != nil {
-					p.addr, p.replica = m[1], m[2]
-					close(ready)
-				}
-			}
-			p.mu.Unlock()
-		}
-	}()
-	// Wait closes the pipe: only after the last lines were read (the log
-	// of a shutdown was sometimes lost).
-	go func() { <-drained; p.err = cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			_ = cmd.Process.Kill()
-			<-p.exited
-		}
-		if t.Failed() {
-			t.Logf("logs of %s:\n%s", p.replica, p.Logs())
-		}
-	})
-	select {
-	case <-ready:
-	case <-p.exited:
-		t.Fatalf("gatehouse exited before serving: %v\n%s", p.err, p.Logs())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("gatehouse did not start serving\n%s", p.Logs())
-	}
-	return p
+	env = append([]string{"DATABASE_URL=" + dbURL, "GATEHOUSE_ADDR=127.0.0.1:0",
+		"GATEHOUSE_BOOTSTRAP_TOKEN=" + e2eToken, "GATEHOUSE_LOG_LEVEL=debug"}, env...)
+	return &proc{Process: servetest.Start(t, binary, "", []string{"serve"}, env...), t: t}
 }
 
-func (p *proc) Logs() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.logs.String()
-}
-
-func (p *proc) url(path string) string { return "http://" + p.addr + path }
+func (p *proc) url(path string) string { return "http://" + p.Addr + path }
 
 // do sends a JSON request with the bootstrap token and decodes the answer.
 func (p *proc) do(method, path string, body, out any) int {
@@ -286,8 +220,8 @@ func TestE2ETwoProcessesFiftyTasks(t *testing.T) {
 		t.Errorf("tasks were last run by %d replicas, want both", n)
 	}
 	for _, p := range []*proc{a, b} {
-		if !strings.Contains(d.ownerList(), p.replica) {
-			t.Errorf("replica %s ran no task", p.replica)
+		if !strings.Contains(d.ownerList(), p.Replica) {
+			t.Errorf("replica %s ran no task", p.Replica)
 		}
 	}
 }
@@ -318,21 +252,21 @@ func TestE2EKillNineMidNodeOtherProcessTakesOver(t *testing.T) {
 	}
 	// Wait until the victim holds tasks mid-node, then kill it outright.
 	deadline := time.Now().Add(10 * time.Second)
-	for d.int("SELECT count(*) FROM tasks WHERE lease_owner = $1", victim.replica) < 4 {
+	for d.int("SELECT count(*) FROM tasks WHERE lease_owner = $1", victim.Replica) < 4 {
 		if time.Now().After(deadline) {
 			t.Fatal("the victim never held tasks")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	held := d.int("SELECT count(*) FROM tasks WHERE lease_owner = $1", victim.replica)
-	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	held := d.int("SELECT count(*) FROM tasks WHERE lease_owner = $1", victim.Replica)
+	if err := victim.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-victim.exited
+	<-victim.Exited
 	survivor := serve(t, d.url, env...)
 	d.waitAll(60 * time.Second)
 	d.assertEveryNodeOnce(12)
-	if n := d.int("SELECT count(*) FROM tasks WHERE last_owner = $1", survivor.replica); n < held {
+	if n := d.int("SELECT count(*) FROM tasks WHERE last_owner = $1", survivor.Replica); n < held {
 		t.Errorf("survivor ran %d tasks, want at least the %d the victim held", n, held)
 	}
 }
@@ -348,7 +282,7 @@ func TestE2EWebsocketFollowsTaskRunByAnotherProcess(t *testing.T) {
 	id := a.createFeature(nil, "Followed live from another replica")
 	evs := a.follow(t, id, 0, "task.completed", 0)
 	assertSeqs(t, evs, 1)
-	if d.int("SELECT count(*) FROM tasks WHERE last_owner = $1", b.replica) != 1 {
+	if d.int("SELECT count(*) FROM tasks WHERE last_owner = $1", b.Replica) != 1 {
 		t.Fatal("task not run by B")
 	}
 	if n := d.int("SELECT count(*) FROM task_events WHERE task_id = $1", id); n != len(evs) {
@@ -373,7 +307,7 @@ func TestE2EWebsocketFollowsTaskRunByAnotherProcess(t *testing.T) {
 // type until arrives, or max events (0: no limit).
 func (p *proc) follow(t *testing.T, taskID string, after int64, until string, max int) []eventJSON {
 	t.Helper()
-	u := fmt.Sprintf("ws://%s/api/v1/tasks/%s/stream?after=%d", p.addr, taskID, after)
+	u := fmt.Sprintf("ws://%s/api/v1/tasks/%s/stream?after=%d", p.Addr, taskID, after)
 	h := http.Header{"Authorization": {"Bearer " + e2eToken}}
 	conn, resp, err := websocket.DefaultDialer.Dial(u, h)
 	if err != nil {
@@ -422,16 +356,16 @@ func TestE2EGracefulShutdownMidNode(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	start := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-p.exited:
+	case <-p.Exited:
 	case <-time.After(8 * time.Second):
 		t.Fatal("did not exit within the grace period")
 	}
-	if p.err != nil {
-		t.Fatalf("exit: %v", p.err)
+	if p.Err() != nil {
+		t.Fatalf("exit: %v", p.Err())
 	}
 	t.Logf("exited %s after SIGTERM", time.Since(start).Round(time.Millisecond))
 	// research finished before the exit; nothing after it started; the

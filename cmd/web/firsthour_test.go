@@ -69,7 +69,7 @@ func TestFirstHourInTheBrowser(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
 	p := serve(t, d.url) // no GATEHOUSE_ADMIN_PASSWORD: a generated one, printed once
-	base := "http://" + p.addr
+	base := "http://" + p.Addr
 	password, passwdCmd := adminPassword(t, p.Logs())
 
 	b := bt.Open(t, "admin")

@@ -225,16 +225,16 @@ func TestE2EPruneHistory(t *testing.T) {
 	if n := d.int("SELECT count(*) FROM audit_events WHERE kind = 'history.pruned' AND actor = 'cli:ops'"); n != 1 {
 		t.Errorf("%d history.pruned audit events by cli:ops, want 1", n)
 	}
-	if err := p2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p2.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-p2.exited:
+	case <-p2.Exited:
 	case <-time.After(20 * time.Second):
 		t.Fatalf("the server with retention did not stop:\n%s", p2.Logs())
 	}
-	if p2.err != nil || !strings.Contains(p2.Logs(), `msg=stopped`) {
-		t.Errorf("shutdown: %v\n%s", p2.err, p2.Logs())
+	if p2.Err() != nil || !strings.Contains(p2.Logs(), `msg=stopped`) {
+		t.Errorf("shutdown: %v\n%s", p2.Err(), p2.Logs())
 	}
 }
 
@@ -264,10 +264,10 @@ func TestE2EPruneNotifications(t *testing.T) {
 		!strings.Contains(page, "Deliveries are kept until their endpoint is removed (GATEHOUSE_OUTBOX_RETENTION=0).") {
 		t.Errorf("/admin/webhooks with retention 0: %d, no word of it", code)
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	<-p.exited
+	<-p.Exited
 	ctx := context.Background()
 	exec := func(q string, args ...any) {
 		t.Helper()

@@ -22,6 +22,9 @@ import (
 // newcomer: in a fresh clone, its first command (make run), then sign in
 // with the password the log prints, then the log's own advice — the
 // command it names changes the password, and the new one signs in.
+// servingRe finds the address in the line a server logs once it listens.
+var servingRe = regexp.MustCompile(`msg="gatehouse serving" addr=(\S+)`)
+
 func TestReadmeFirstCommandFromAFreshClone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs a fresh clone (-short)")

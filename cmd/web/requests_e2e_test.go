@@ -34,10 +34,10 @@ func TestE2ERequestRestartAndCallback(t *testing.T) {
 		t.Fatalf("create: %d", code)
 	}
 	r.setSecret(req.CallbackSecret)
-	if err := p.cmd.Process.Kill(); err != nil {
+	if err := p.Cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	<-p.exited
+	<-p.Exited
 	p = serve(t, d.url, webhookEnv...)
 	var again requestJSON
 	if code := p.do("POST", "/api/v1/requests", map[string]any{"kind": "tool_call", "title": "Run the migration?",

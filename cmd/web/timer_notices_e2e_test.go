@@ -116,7 +116,7 @@ kinds:
 	key := regexp.MustCompile(`name="_act" value="([^"]+)"`).FindStringSubmatch(page.String())[1]
 	req, _ := http.NewRequest(http.MethodPost, p.url(link), strings.NewReader(url.Values{"action": {"approve"}, "_act": {key}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", "http://"+p.addr)
+	req.Header.Set("Origin", "http://"+p.Addr)
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -270,10 +270,10 @@ func TestE2EWebhookSurvivesKillNine(t *testing.T) {
 	// about a second. (Killed before that, the row, born claimed by the
 	// killed server's sender, would wait for that claim's 30 s lease.)
 	waitFor(t, func() bool { return d.int("SELECT count(*) FROM outbox_attempts") == 1 })
-	if err := p.cmd.Process.Kill(); err != nil {
+	if err := p.Cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	<-p.exited
+	<-p.Exited
 	up()
 	// The retry is due ~1 s (5 s × 0.2) after the failed attempt: the
 	// restarted server finds it in the table and sends it.

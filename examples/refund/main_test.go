@@ -1,25 +1,18 @@
 package main
 
 import (
-	"bufio"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gatehousehq/gatehouse/internal/apitest"
 	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
+	"github.com/gatehousehq/gatehouse/internal/servetest"
 )
 
 const token = "refund-example-token-0123456789"
-
-var servingRe = regexp.MustCompile(`msg="gatehouse serving" addr=(\S+)`)
 
 // TestRefundExample builds the example, runs it from the repository's
 // root on a fresh database with its policy file, and drives it over HTTP
@@ -33,59 +26,10 @@ func TestRefundExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "refund")
-	build := exec.Command("go", "build", "-o", bin, "./examples/refund")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./examples/refund: %v\n%s", err, out)
-	}
-
-	cmd := exec.Command(bin)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+pgtest.NewDB(t), "GATEHOUSE_ADDR=127.0.0.1:0",
+	bin := servetest.Build(t, ".")
+	p := servetest.Start(t, bin, root, nil, "DATABASE_URL="+pgtest.NewDB(t), "GATEHOUSE_ADDR=127.0.0.1:0",
 		"GATEHOUSE_BOOTSTRAP_TOKEN="+token, "GATEHOUSE_ADMIN_PASSWORD=refund-example-pw", "GATEHOUSE_POLICY_FILE=")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var logs strings.Builder
-	addr := make(chan string, 1)
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			mu.Lock()
-			logs.WriteString(sc.Text() + "\n")
-			mu.Unlock()
-			if m := servingRe.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-	}()
-	exited := make(chan error, 1)
-	go func() { <-drained; exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		if t.Failed() {
-			mu.Lock()
-			t.Logf("logs of the example:\n%s", logs.String())
-			mu.Unlock()
-		}
-	})
-	var c apitest.Client
-	select {
-	case a := <-addr:
-		c = apitest.Client{Base: "http://" + a, Token: token}
-	case err := <-exited:
-		t.Fatalf("the example exited before serving: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("the example did not serve within 60s")
-	}
+	c := apitest.Client{Base: p.URL(), Token: token}
 
 	// The workflow is listed beside the built-in ones, with its gate kind.
 	var list struct {
@@ -152,20 +96,10 @@ func TestRefundExample(t *testing.T) {
 		t.Errorf("big refund: %s", done)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
+	if err := p.Stop(30 * time.Second); err != nil {
+		t.Errorf("after SIGTERM: %v, want exit 0", err)
 	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("after SIGTERM: %v, want exit 0", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the example did not stop within 30s of SIGTERM")
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !strings.Contains(logs.String(), `msg=stopped`) {
+	if !strings.Contains(p.Logs(), `msg=stopped`) {
 		t.Errorf("no graceful stop in the logs")
 	}
 }

@@ -15,10 +15,8 @@ import (
 
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
-	"github.com/gatehousehq/gatehouse/internal/live"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
-	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
-	"github.com/gatehousehq/gatehouse/internal/runner"
+	"github.com/gatehousehq/gatehouse/internal/servetest"
 	"github.com/gatehousehq/gatehouse/internal/web"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
@@ -47,38 +45,16 @@ func setup(t *testing.T, policy ...auth.Policy) *stack {
 	if len(policy) > 0 {
 		pol = policy[0]
 	}
-	url := pgtest.NewDB(t)
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	store := postgres.NewStore(pool)
-	ctx, cancel := context.WithCancel(context.Background())
-	store.StartNotifier(ctx, nil)
-	hub := live.NewHub(url, store, nil)
-	hubDone := make(chan struct{})
-	go func() { defer close(hubDone); hub.Run(ctx) }()
-	select {
-	case <-hub.Ready():
-	case <-time.After(30 * time.Second):
-		t.Fatal("hub never listened")
-	}
 	stub := featuretest.NewStub("")
 	fw, err := feature.New(stub, feature.WithRetry(graph.RetryPolicy{Attempts: 1}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := graph.NewEngine(store, []graph.Workflow{fw}, graph.WithSink(hub))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := runner.New(store, e, runner.Config{Owner: "lg-test", Workers: 4, LeaseTTL: 15 * time.Second})
-	hub.OnRunnable(r.WakeFor)
-	r.Start()
-	authSvc := auth.NewService(auth.Config{Store: store, BootstrapToken: testToken})
-	srv := web.New(web.Deps{Engine: e, Store: store, Hub: hub, Wake: r.Wake, Auth: authSvc,
-		Decider: auth.NewDecider(e, store, pol, nil, auth.WithWorker(r)), CORSOrigins: []string{allowOrigin},
+	r := servetest.NewReplica(t, servetest.ReplicaOptions{Workflows: []graph.Workflow{fw}, HubSink: true,
+		Workers: 4, Owner: "lg-test"})
+	authSvc := auth.NewService(auth.Config{Store: r.Store, BootstrapToken: testToken})
+	srv := web.New(web.Deps{Engine: r.Engine, Store: r.Store, Hub: r.Hub, Wake: r.Wake, Auth: authSvc,
+		Decider: auth.NewDecider(r.Engine, r.Store, pol, nil, auth.WithWorker(r.Runner)), CORSOrigins: []string{allowOrigin},
 		Ready: func(context.Context) error { return nil }})
 	addr, err := srv.Start("127.0.0.1:0")
 	if err != nil {
@@ -90,11 +66,8 @@ func setup(t *testing.T, policy ...auth.Policy) *stack {
 		if err := srv.Shutdown(sctx); err != nil {
 			t.Errorf("shutdown: %v", err)
 		}
-		r.Stop(sctx)
-		cancel()
-		<-hubDone
 	})
-	return &stack{pool: pool, store: store, stub: stub, auth: authSvc, base: "http://" + addr.String() + "/langgraph"}
+	return &stack{pool: r.Pool, store: r.Store, stub: stub, auth: authSvc, base: "http://" + addr.String() + "/langgraph"}
 }
 
 type response struct {

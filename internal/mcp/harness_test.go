@@ -14,11 +14,9 @@ import (
 
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
-	"github.com/gatehousehq/gatehouse/internal/live"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
-	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
 	"github.com/gatehousehq/gatehouse/internal/requests"
-	"github.com/gatehousehq/gatehouse/internal/runner"
+	"github.com/gatehousehq/gatehouse/internal/servetest"
 	"github.com/gatehousehq/gatehouse/internal/web"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
@@ -42,23 +40,6 @@ type stack struct {
 
 func setup(t *testing.T) *stack {
 	t.Helper()
-	url := pgtest.NewDB(t)
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	store := postgres.NewStore(pool)
-	ctx, cancel := context.WithCancel(context.Background())
-	store.StartNotifier(ctx, nil)
-	hub := live.NewHub(url, store, nil)
-	hubDone := make(chan struct{})
-	go func() { defer close(hubDone); hub.Run(ctx) }()
-	select {
-	case <-hub.Ready():
-	case <-time.After(30 * time.Second):
-		t.Fatal("hub never listened")
-	}
 	fw, err := feature.New(featuretest.NewStub(""), feature.WithRetry(graph.RetryPolicy{Attempts: 1}))
 	if err != nil {
 		t.Fatal(err)
@@ -68,18 +49,13 @@ func setup(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	policy := auth.NewPolicy(nil, nil)
-	e, err := graph.NewEngine(store, []graph.Workflow{fw, rw}, graph.WithSink(hub), graph.WithRaiseHook(policy.Raise))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := runner.New(store, e, runner.Config{Owner: "mcp-test", Workers: 2, LeaseTTL: 15 * time.Second})
-	hub.OnRunnable(r.WakeFor)
-	r.Start()
-	authSvc := auth.NewService(auth.Config{Store: store, BootstrapToken: testToken})
-	s := &stack{pool: pool, store: store, auth: authSvc}
+	r := servetest.NewReplica(t, servetest.ReplicaOptions{Workflows: []graph.Workflow{fw, rw}, HubSink: true,
+		Engine: []graph.EngineOption{graph.WithRaiseHook(policy.Raise)}, Workers: 2, Owner: "mcp-test"})
+	authSvc := auth.NewService(auth.Config{Store: r.Store, BootstrapToken: testToken})
+	s := &stack{pool: r.Pool, store: r.Store, auth: authSvc}
 	s.serve = func(t *testing.T) {
-		srv := web.New(web.Deps{Engine: e, Store: store, Hub: hub, Wake: r.Wake, Auth: authSvc,
-			Decider: auth.NewDecider(e, store, policy, nil, auth.WithWorker(r), auth.WithDecisionCheck(requests.CheckDecision)),
+		srv := web.New(web.Deps{Engine: r.Engine, Store: r.Store, Hub: r.Hub, Wake: r.Wake, Auth: authSvc,
+			Decider: auth.NewDecider(r.Engine, r.Store, policy, nil, auth.WithWorker(r.Runner), auth.WithDecisionCheck(requests.CheckDecision)),
 			Ready:   func(context.Context) error { return nil }})
 		addr, err := srv.Start("127.0.0.1:0")
 		if err != nil {
@@ -94,13 +70,6 @@ func setup(t *testing.T) *stack {
 			}
 		})
 	}
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer scancel()
-		r.Stop(sctx)
-		cancel()
-		<-hubDone
-	})
 	s.serve(t)
 	return s
 }

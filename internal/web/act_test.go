@@ -22,7 +22,7 @@ import (
 
 // withMail makes e's store write email deliveries and runs a sender that
 // sends them through a real SMTP server on loopback.
-func (e *deskEnv) withMail(t *testing.T) *notifytest.SMTPServer {
+func (e *bundle) withMail(t *testing.T) *notifytest.SMTPServer {
 	t.Helper()
 	srv := notifytest.NewSMTPServer(t)
 	mailer := email.New(e.store, email.SMTP{Host: srv.Host, Port: srv.Port}, "Gatehouse <gatehouse@example.com>", e.base)
@@ -51,7 +51,7 @@ func actLinkOf(t *testing.T, m notifytest.Message) string {
 	return text[1]
 }
 
-func (e *deskEnv) createAs(t *testing.T, who, title, gates string) string {
+func (e *bundle) createAs(t *testing.T, who, title, gates string) string {
 	t.Helper()
 	task, err := e.engine.Create(context.Background(), graph.NewTask{Workflow: "feature", Title: title,
 		Input:   json.RawMessage(`{"description":"` + featuretest.DefaultDescription + `"}`),
@@ -59,12 +59,12 @@ func (e *deskEnv) createAs(t *testing.T, who, title, gates string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.run.Wake()
+	e.runner.Wake()
 	return task.ID
 }
 
 // rawGet fetches path with no session, as a user agent.
-func (e *deskEnv) rawDo(t *testing.T, method, path, ua string, form url.Values) (int, http.Header, string) {
+func (e *bundle) rawDo(t *testing.T, method, path, ua string, form url.Values) (int, http.Header, string) {
 	t.Helper()
 	var body *strings.Reader
 	if form != nil {
@@ -102,7 +102,7 @@ var formKeyRe = regexp.MustCompile(`name="_act" value="([^"]+)"`)
 // leaves alone, that decides once and only by POST, as its recipient.
 func TestActionLinksByEmail(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	ctx := context.Background()
 	for name, role := range map[string]auth.Role{"alice": auth.RoleApprover, "bob": auth.RoleApprover,
 		"carol": auth.RoleApprover, "dave": auth.RoleViewer, "eve": auth.RoleApprover} {
@@ -232,7 +232,7 @@ func TestActionLinksByEmail(t *testing.T) {
 // reason, and the link stays usable; an expired link answers 410.
 func TestActionLinkPolicy(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	ctx := context.Background()
 	e.user("carol", auth.RoleApprover)
 	e.user("frank", auth.RoleApprover, "prd")
@@ -301,7 +301,7 @@ func ioCopy(w *strings.Builder, r interface{ Read([]byte) (int, error) }) (int64
 // same link and form decide as alice.
 func TestActionLinkRefusedByClaim(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	ctx := context.Background()
 	e.user("alice", auth.RoleApprover)
 	e.user("bob", auth.RoleApprover)

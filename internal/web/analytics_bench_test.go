@@ -18,7 +18,7 @@ import (
 // pending. Target (issue 12): p95 ≤ 300 ms. It also reports the JSON API's
 // p95 on the same data.
 func BenchmarkAnalytics90Days(b *testing.B) {
-	e := newDeskEnv(b)
+	e := setup(b, withRunner())
 	ctx := context.Background()
 	start := time.Now()
 	st, err := analyticstest.Load(ctx, e.pool, 1_000_000, 90, 1000, time.Now())

@@ -19,7 +19,7 @@ import (
 // tasks behind it, and an empty period says so.
 func TestAnalyticsPageBrowser(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	analyticstest.Seed(t, e.pool)
 	e.user("vicky", auth.RoleViewer)
 	b := e.openTab(t, "vicky")

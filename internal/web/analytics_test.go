@@ -161,7 +161,7 @@ func TestAnalyticsAPI(t *testing.T) {
 // count, as they cannot decide.
 func TestInterruptViewRecorded(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	e.user("vera", "viewer")
 	e.user("abe", "approver")
 	id := e.createFeature("views")

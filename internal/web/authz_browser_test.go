@@ -16,7 +16,7 @@ import (
 // (with the page's own CSRF token) is refused and changes nothing.
 func TestDeskRolesInTheBrowser(t *testing.T) {
 	t.Parallel()
-	env := newDeskEnv(t)
+	env := setup(t, withRunner())
 	env.user("april", auth.RoleApprover)
 	env.user("vera", auth.RoleViewer)
 	id := env.createFeature("Roles in the browser")
@@ -41,7 +41,7 @@ func TestDeskRolesInTheBrowser(t *testing.T) {
 	viewer.screenshot("viewer-no-form")
 
 	// A forged post from the viewer's page, with its valid CSRF token.
-	before := env.fingerprint(t)
+	before := env.deskFingerprint(t)
 	eval[bool](viewer, `(function(){var b=new URLSearchParams({interrupt_id:`+jsq(prd.ID)+`,action:"approve",`+
 		`_csrf:document.querySelector("meta[name=csrf-token]").content});`+
 		`fetch("/tasks/`+id+`/decide",{method:"POST",body:b,redirect:"manual"}).then(function(r){window.__forged=r.status});return true})()`)
@@ -49,7 +49,7 @@ func TestDeskRolesInTheBrowser(t *testing.T) {
 	if status := eval[int](viewer, `window.__forged`); status != 403 {
 		t.Fatalf("forged decision from the viewer's page: %d, want 403", status)
 	}
-	if after := env.fingerprint(t); after != before {
+	if after := env.deskFingerprint(t); after != before {
 		t.Fatal("the forged decision changed something")
 	}
 

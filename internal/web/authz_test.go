@@ -69,7 +69,7 @@ type matrixCred struct {
 // without a declared role fails the test.
 func TestRoleEndpointMatrix(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	ctx := context.Background()
 	roles := e.srv.RouteRoles()
 
@@ -330,7 +330,7 @@ func containsInt(list []int, n int) bool {
 }
 
 // freshSession is another session of name (not cached).
-func (e *deskEnv) freshSession(name string) testSession {
+func (e *bundle) freshSession(name string) testSession {
 	e.t.Helper()
 	l, err := e.auth.Login(context.Background(), name, password(name), "127.0.0.1", "go test")
 	if err != nil {
@@ -340,7 +340,7 @@ func (e *deskEnv) freshSession(name string) testSession {
 }
 
 // deskFingerprint sums up what a refused request must not change.
-func (e *deskEnv) fingerprint(t *testing.T) string {
+func (e *bundle) deskFingerprint(t *testing.T) string {
 	t.Helper()
 	var s string
 	err := e.pool.QueryRow(context.Background(), `SELECT concat_ws(' ',
@@ -367,11 +367,11 @@ func otherFirst(token string) string {
 // An API post with a session cookie needs the X-CSRF-Token header.
 func TestCSRF(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	id := e.createFeature("CSRF")
 	itr := e.waitPending(id, "prd")
 	ann, bob := e.session("ann"), e.session("bob")
-	before := e.fingerprint(t)
+	before := e.deskFingerprint(t)
 	forms := []struct {
 		path string
 		form url.Values
@@ -396,7 +396,7 @@ func TestCSRF(t *testing.T) {
 			}
 		}
 	}
-	if after := e.fingerprint(t); after != before {
+	if after := e.deskFingerprint(t); after != before {
 		t.Fatalf("refused posts changed something:\n%s\n%s", before, after)
 	}
 	// The session still works (logout was refused), and the token too.
@@ -435,12 +435,12 @@ func TestCSRF(t *testing.T) {
 	if status, _, _ := send(t, "GET", e.base+"/api/v1/tasks/"+task2, nil, nil, ann.cookie); status != http.StatusOK {
 		t.Fatalf("API read with a session: %d", status)
 	}
-	before = e.fingerprint(t)
+	before = e.deskFingerprint(t)
 	if status, _, body := send(t, "POST", e.base+"/api/v1/tasks/"+task2+"/cancel", nil, nil, ann.cookie); status != http.StatusForbidden ||
 		!strings.Contains(body, "CSRF") {
 		t.Fatalf("API post with a session and no token: %d %s", status, body)
 	}
-	if after := e.fingerprint(t); after != before {
+	if after := e.deskFingerprint(t); after != before {
 		t.Fatal("a refused API post changed something")
 	}
 	if status, _, body := send(t, "POST", e.base+"/api/v1/tasks/"+task2+"/cancel", nil, map[string]string{csrfHeader: ann.csrf},
@@ -454,7 +454,7 @@ func TestCSRF(t *testing.T) {
 // session (or a bearer token) connects.
 func TestWebsocketAuth(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	id := e.createFeature("Sockets")
 	e.waitPending(id, "prd")
 	ann := e.session("ann")
@@ -550,7 +550,7 @@ func TestSeparationOfDutiesHTTP(t *testing.T) {
 // reason and changes nothing; rejecting is open to the creator.
 func TestSeparationOfDutiesDesk(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	e.user("carol", auth.RoleApprover)
 	carol := e.session("carol")
 	task, err := e.engine.Create(context.Background(), graph.NewTask{Workflow: "feature", Title: "Carol's change",
@@ -559,20 +559,20 @@ func TestSeparationOfDutiesDesk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.run.Wake()
+	e.runner.Wake()
 	merge := e.waitPending(task.ID, "merge")
 	_, _, page := e.getAs(t, &carol, "/tasks/"+task.ID, nil)
 	if strings.Contains(page, `value="approve"`) || !strings.Contains(page, "You started this task") ||
 		!strings.Contains(page, `value="reject"`) {
 		t.Fatal("the creator's page offers to approve its own merge, or offers nothing")
 	}
-	before := e.fingerprint(t)
+	before := e.deskFingerprint(t)
 	status, _, body := e.postAs(t, &carol, "/tasks/"+task.ID+"/decide", url.Values{"interrupt_id": {merge.ID}, "action": {"approve"}},
 		postOpts{hx: true})
 	if status != http.StatusForbidden || !strings.Contains(body, "Separation of duties: carol started this task") {
 		t.Fatalf("forged approval by the creator: %d %s", status, body)
 	}
-	if after := e.fingerprint(t); after != before {
+	if after := e.deskFingerprint(t); after != before {
 		t.Fatal("the refused approval changed a row")
 	}
 	// Another approver sees the approve button and approves.
@@ -662,7 +662,7 @@ func TestTwoApprovers(t *testing.T) {
 // the form open for the next approver, not for the one who approved.
 func TestTwoApproversDesk(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	e.stopServer()
 	e.policy = auth.NewPolicy(map[string]int{"merge": 2}, []string{"merge"})
 	e.startServer()
@@ -675,7 +675,7 @@ func TestTwoApproversDesk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.run.Wake()
+	e.runner.Wake()
 	merge := e.waitPending(task.ID, "merge")
 	path := "/tasks/" + task.ID + "/decide"
 	approve := url.Values{"interrupt_id": {merge.ID}, "action": {"approve"}}
@@ -751,7 +751,7 @@ func TestTwoApproversDesk(t *testing.T) {
 // logging out ends the session on the server.
 func TestLoginAndLogout(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	e.user("lena", auth.RoleViewer)
 
 	// The form with its own token.
@@ -872,7 +872,7 @@ func cookieNamed(h http.Header, name string) *http.Cookie {
 // errors, static files, the login page, probes.
 func TestSecurityHeaders(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	ann := e.session("ann")
 	_, _, home := e.getAs(t, &ann, "/", nil)
 	css := regexp.MustCompile(`href="(/static/app\.[0-9a-f]{12}\.css)"`).FindStringSubmatch(home)
@@ -915,7 +915,7 @@ func TestSecurityHeaders(t *testing.T) {
 // audit trail with their actors, filterable over the API and on the page.
 func TestAuditTrail(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	ann := e.session("ann")
 	id := e.createFeature("Audited")
 	itr := e.waitPending(id, "prd")
@@ -1007,7 +1007,7 @@ func TestAuditTrail(t *testing.T) {
 // sessions) from the page; an admin cannot lock itself out.
 func TestAdminPages(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	ann := e.session("ann")
 	e.user("vic", auth.RoleViewer)
 	vic := e.session("vic")

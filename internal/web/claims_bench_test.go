@@ -14,7 +14,7 @@ import (
 // compare-and-swap and its event in one transaction), released again
 // between claims; p50 and p99 of the claim's round trip (target p99 ≤ 10 ms).
 func BenchmarkClaimRoundTrip(b *testing.B) {
-	e := newDeskEnv(b)
+	e := setup(b, withRunner())
 	id := e.createFeature("Claim bench")
 	itr := e.waitPending(id, "prd")
 	secret, _, err := e.auth.CreateToken(context.Background(), "bench", "claimer", auth.RoleApprover)

@@ -27,7 +27,7 @@ type testSession struct {
 func password(name string) string { return name + "-password" }
 
 // user makes a user (unless it exists) with password(name).
-func (e *deskEnv) user(name string, role auth.Role, kinds ...string) {
+func (e *bundle) user(name string, role auth.Role, kinds ...string) {
 	e.t.Helper()
 	_, err := e.auth.AddUser(context.Background(), "test", name, password(name), role, kinds)
 	if err != nil && !errors.Is(err, auth.ErrExists) {
@@ -37,7 +37,7 @@ func (e *deskEnv) user(name string, role auth.Role, kinds ...string) {
 
 // session signs name in (making it an admin user when it does not exist)
 // and returns the session; one per name and test.
-func (e *deskEnv) session(name string) testSession {
+func (e *bundle) session(name string) testSession {
 	e.t.Helper()
 	e.sessMu.Lock()
 	defer e.sessMu.Unlock()
@@ -62,7 +62,7 @@ const defaultUser = "ann"
 
 // getAs fetches a desk URL as sess (nil: without a session), without
 // following redirects.
-func (e *deskEnv) getAs(t *testing.T, sess *testSession, path string, header map[string]string) (int, http.Header, string) {
+func (e *bundle) getAs(t *testing.T, sess *testSession, path string, header map[string]string) (int, http.Header, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, e.base+path, nil)
 	if err != nil {
@@ -103,7 +103,7 @@ type postOpts struct {
 }
 
 // postAs posts a form as sess (nil: without a session) would.
-func (e *deskEnv) postAs(t *testing.T, sess *testSession, path string, form url.Values, o postOpts) (int, http.Header, string) {
+func (e *bundle) postAs(t *testing.T, sess *testSession, path string, form url.Values, o postOpts) (int, http.Header, string) {
 	t.Helper()
 	f := url.Values{}
 	for k, v := range form {
@@ -141,7 +141,7 @@ func (e *deskEnv) postAs(t *testing.T, sess *testSession, path string, form url.
 
 // openTab opens a browser tab signed in as name through the login page
 // (making name an admin user when it does not exist).
-func (e *deskEnv) openTab(t *testing.T, name string) *tab {
+func (e *bundle) openTab(t *testing.T, name string) *tab {
 	t.Helper()
 	if _, err := e.auth.Store().UserByName(context.Background(), name); errors.Is(err, auth.ErrNotFound) {
 		e.user(name, auth.RoleAdmin)
@@ -152,7 +152,7 @@ func (e *deskEnv) openTab(t *testing.T, name string) *tab {
 }
 
 // login signs the tab in through the login page.
-func (b *tab) login(e *deskEnv, name string) {
+func (b *tab) login(e *bundle, name string) {
 	b.T.Helper()
 	b.do(chromedp.Navigate(e.base + "/login"))
 	b.waitJS(`document.querySelector("input[name=username]")`, 10*time.Second)
@@ -164,7 +164,7 @@ func (b *tab) login(e *deskEnv, name string) {
 
 // follow loads the page a redirect names, as the browser would: with the
 // session and the cookies the redirect set (the flash, a token reveal).
-func (e *deskEnv) follow(t *testing.T, sess *testSession, h http.Header) (int, http.Header, string) {
+func (e *bundle) follow(t *testing.T, sess *testSession, h http.Header) (int, http.Header, string) {
 	t.Helper()
 	loc := h.Get("Location")
 	if loc == "" {

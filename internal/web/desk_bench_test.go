@@ -34,7 +34,7 @@ import (
 
 // seedDesk fills the database fast: 10,000 tasks over every status, the
 // first 1,000 waiting on a pending interrupt each.
-func seedDesk(b *testing.B, e *deskEnv) {
+func seedDesk(b *testing.B, e *bundle) {
 	b.Helper()
 	ctx := context.Background()
 	_, err := e.pool.Exec(ctx, `
@@ -64,7 +64,7 @@ FROM tasks WHERE status = 'waiting'`)
 // benchRender serves path b.N times through the server's handler and
 // reports the render time's median and 95th percentile.
 func benchRender(b *testing.B, path, want string) {
-	e := newDeskEnv(b)
+	e := setup(b, withRunner())
 	seedDesk(b, e)
 	h := e.srvHandler()
 	sess := e.session(defaultUser) // pages need a session: its lookup is part of the cost
@@ -107,7 +107,7 @@ func reportPercentiles(b *testing.B, times []time.Duration, unit string, q float
 }
 
 // srvHandler is the running server's handler.
-func (e *deskEnv) srvHandler() http.Handler {
+func (e *bundle) srvHandler() http.Handler {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.srv.Handler()
@@ -168,7 +168,7 @@ func BenchmarkDeskLiveFanout(b *testing.B) { fanout(b, 1000) }
 func BenchmarkDeskLiveFanout5000(b *testing.B) { fanout(b, 5000) }
 
 func fanout(b *testing.B, conns int) {
-	e := newDeskEnv(b)
+	e := setup(b, withRunner())
 	ctx := context.Background()
 	id := e.createFeature("Fan-out")
 	e.waitPending(id, "prd")
@@ -259,7 +259,7 @@ func fanout(b *testing.B, conns int) {
 		waitAll(n + 1)
 		cpu += processCPU() - cpu0
 		b.StopTimer()
-		e.run.Wake() // the runner re-runs requirements to the next gate
+		e.runner.Wake() // the runner re-runs requirements to the next gate
 		b.StartTimer()
 	}
 	b.StopTimer()

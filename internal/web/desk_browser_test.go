@@ -36,7 +36,7 @@ func (b *tab) decide(kind, action, feedback string) {
 // for the whole decision flow.
 func TestDeskFeatureWalk(t *testing.T) {
 	t.Parallel()
-	env := newDeskEnv(t)
+	env := setup(t, withRunner())
 	// Ada starts the task and approves its merge herself: this walk runs
 	// without separation of duties (TestDeskSeparationOfDuties has it).
 	env.stopServer()
@@ -154,7 +154,7 @@ func TestDeskFeatureWalk(t *testing.T) {
 // error.
 func TestDeskTwoReviewers(t *testing.T) {
 	t.Parallel()
-	env := newDeskEnv(t)
+	env := setup(t, withRunner())
 	id := env.createFeature("Two reviewers")
 	env.waitPending(id, "prd")
 	alice, bob := env.openTab(t, "alice"), env.openTab(t, "bob")
@@ -198,7 +198,7 @@ func TestDeskTwoReviewers(t *testing.T) {
 // text on every page it appears on, and never runs.
 func TestDeskFeedbackIsText(t *testing.T) {
 	t.Parallel()
-	env := newDeskEnv(t)
+	env := setup(t, withRunner())
 	const evil = `<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">`
 	id := env.createFeature(`Title <img src=x onerror="window.__pwned=3">`)
 	env.waitPending(id, "prd")
@@ -255,7 +255,7 @@ func TestDeskFeedbackIsText(t *testing.T) {
 // every event it missed, without a reload.
 func TestDeskReconnect(t *testing.T) {
 	t.Parallel()
-	env := newDeskEnv(t)
+	env := setup(t, withRunner())
 	id := env.createFeature("Reconnect")
 	prd := env.waitPending(id, "prd")
 	b := env.openTab(t, "reconnect")
@@ -272,7 +272,7 @@ func TestDeskReconnect(t *testing.T) {
 	if _, err := env.engine.Decide(t.Context(), id, decisionInput(prd.ID, "approve", "carol")); err != nil {
 		t.Fatalf("decide: %v", err)
 	}
-	env.run.Wake()
+	env.runner.Wake()
 	env.waitPending(id, "plan")
 	env.startServer()
 
@@ -302,7 +302,7 @@ func TestDeskReconnect(t *testing.T) {
 // sit next to their fields and nothing typed is lost.
 func TestDeskNewTaskInvalid(t *testing.T) {
 	t.Parallel()
-	env := newDeskEnv(t)
+	env := setup(t, withRunner())
 	b := env.openTab(t, "form")
 	b.do(chromedp.Navigate(env.base + "/tasks/new"))
 	b.waitJS(`document.querySelector("form#new-task")`, 10*time.Second)
@@ -340,7 +340,7 @@ func TestDeskNewTaskInvalid(t *testing.T) {
 // move, without a reload.
 func TestDeskDashboardLive(t *testing.T) {
 	t.Parallel()
-	env := newDeskEnv(t)
+	env := setup(t, withRunner())
 	dash, inbox := env.openTab(t, "dashboard"), env.openTab(t, "inbox")
 	consoleErrors := dash.watchConsole()
 	dash.do(chromedp.Navigate(env.base + "/"))
@@ -362,7 +362,7 @@ func TestDeskDashboardLive(t *testing.T) {
 	if _, err := env.engine.Decide(t.Context(), id, decisionInput(itr.ID, "approve", "dora")); err != nil {
 		t.Fatal(err)
 	}
-	env.run.Wake()
+	env.runner.Wake()
 	inbox.waitJS(`document.querySelector(".inbox-item[data-kind=plan]") && !document.querySelector(".inbox-item[data-kind=prd]")`, 10*time.Second)
 	inbox.screenshot("plan")
 	if !eval[bool](dash, `window.__samePage === true`) {
@@ -387,7 +387,7 @@ func TestDeskDashboardLive(t *testing.T) {
 // TestDeskPickWorkflow: choosing another workflow swaps in its form.
 func TestDeskPickWorkflow(t *testing.T) {
 	t.Parallel()
-	env := newDeskEnv(t, askWorkflow(t))
+	env := setup(t, withRunner(askWorkflow(t)))
 	b := env.openTab(t, "quinn")
 	b.do(chromedp.Navigate(env.base + "/tasks/new"))
 	b.waitJS(`document.querySelector("textarea[name='input.description']")`, 10*time.Second)

@@ -70,7 +70,7 @@ func (p *livePageConn) read() {
 // gate (the broadcast is framed once per variant and shared).
 func TestLiveFanoutEveryPage(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	id := e.createFeature("Fan-out pages")
 	prd := e.waitPending(id, "prd")
 	e.user("vic", auth.RoleViewer)
@@ -131,7 +131,7 @@ func TestLiveFanoutEveryPage(t *testing.T) {
 	if _, err := e.engine.Decide(context.Background(), id, decisionInput(prd.ID, "approve", defaultUser)); err != nil {
 		t.Fatalf("decide: %v", err)
 	}
-	e.run.Wake()
+	e.runner.Wake()
 	e.waitPending(id, "plan")
 	var last int64
 	if err := e.pool.QueryRow(context.Background(), `SELECT event_seq FROM workflow_checkpoints WHERE task_id = $1`, id).Scan(&last); err != nil {

@@ -21,24 +21,10 @@ import (
 
 // restartWith restarts the env's server on its address with tweak applied
 // to the new Server before it listens, so the tweak races no request.
-func restartWith(e *deskEnv, tweak func(*Server)) {
+func restartWith(e *bundle, tweak func(*Server)) {
 	e.t.Helper()
 	e.stopServer()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	deps := Deps{Engine: e.engine, Store: e.store, Hub: e.hub, Wake: e.run.Wake, Auth: e.auth,
-		Decider: auth.NewDecider(e.engine, e.store, e.policy, e.log, auth.WithWorker(e.run)), TrustProxy: e.trustProxy, Logger: e.log, Version: "test"}
-	var err error
-	for range 50 { // the old socket may linger a moment
-		srv := New(deps)
-		tweak(srv)
-		if _, err = srv.Start(e.addr); err == nil {
-			e.srv = srv
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	e.t.Fatalf("restart server on %s: %v", e.addr, err)
+	e.startServer(tweak)
 }
 
 // TestDeskSessionCheck: GET /live/session, asked as htmx asks, is 200 for
@@ -47,7 +33,7 @@ func restartWith(e *deskEnv, tweak func(*Server)) {
 // ended session is 401 too.
 func TestDeskSessionCheck(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	ctx := context.Background()
 	e.user("sid", auth.RoleViewer)
 	sess := e.session("sid")
@@ -96,7 +82,7 @@ func TestDeskSessionCheck(t *testing.T) {
 // in goes to a path of this site.
 func TestLoginNextStaysLocal(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	e.user("nell", auth.RoleViewer)
 	_, h, page := e.getAs(t, nil, "/login", nil)
 	loginCk := cookieNamed(h, loginCookie)
@@ -141,14 +127,14 @@ func TestDeskSessionEndedGoesToLogin(t *testing.T) {
 		name string
 		// end ends the user's sessions on the server, the page's among
 		// them; it returns when the page can notice.
-		end func(t *testing.T, e *deskEnv, b *tab, user string)
+		end func(t *testing.T, e *bundle, b *tab, user string)
 	}{
-		{"password changed while live", func(t *testing.T, e *deskEnv, b *tab, user string) {
+		{"password changed while live", func(t *testing.T, e *bundle, b *tab, user string) {
 			if err := e.auth.SetPassword(context.Background(), "test", user, password(user)); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{"disabled while the server was down", func(t *testing.T, e *deskEnv, b *tab, user string) {
+		{"disabled while the server was down", func(t *testing.T, e *bundle, b *tab, user string) {
 			e.stopServer()
 			b.waitJS(`document.getElementById("live-state").dataset.state !== "open"`, 5*time.Second)
 			ctx := context.Background()
@@ -163,7 +149,7 @@ func TestDeskSessionEndedGoesToLogin(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			env := newDeskEnv(t)
+			env := setup(t, withRunner())
 			// Pings are when an open socket checks its session.
 			restartWith(env, func(s *Server) { s.sockets.PingPeriod = 200 * time.Millisecond })
 			const user = "sally"
@@ -207,7 +193,7 @@ func TestDeskSessionEndedGoesToLogin(t *testing.T) {
 // link back to the oldest; a cursor the server did not hand out is 400.
 func TestDeskInboxCursor(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	sess := e.session(defaultUser)
 	first := e.waitPending(e.createFeature("Inbox one"), "prd")
 	second := e.waitPending(e.createFeature("Inbox two"), "prd")

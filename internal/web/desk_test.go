@@ -18,7 +18,7 @@ import (
 
 // get fetches a desk URL as the default user, without following
 // redirects.
-func (e *deskEnv) get(t *testing.T, path string, header map[string]string) (int, http.Header, string) {
+func (e *bundle) get(t *testing.T, path string, header map[string]string) (int, http.Header, string) {
 	t.Helper()
 	sess := e.session(defaultUser)
 	return e.getAs(t, &sess, path, header)
@@ -26,7 +26,7 @@ func (e *deskEnv) get(t *testing.T, path string, header map[string]string) (int,
 
 // postForm posts a form as a page (or htmx, with hx) of the default user
 // would, with the session's CSRF token.
-func (e *deskEnv) postForm(t *testing.T, path string, form url.Values, hx bool, origin string) (int, http.Header, string) {
+func (e *bundle) postForm(t *testing.T, path string, form url.Values, hx bool, origin string) (int, http.Header, string) {
 	t.Helper()
 	sess := e.session(defaultUser)
 	return e.postAs(t, &sess, path, form, postOpts{hx: hx, origin: origin})
@@ -36,7 +36,7 @@ var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request
 
 func TestDeskPagesAndStatic(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	for _, p := range []string{"/", "/inbox", "/tasks/new", "/?status=waiting", "/inbox?kind=prd"} {
 		status, h, body := e.get(t, p, nil)
 		if status != http.StatusOK || !strings.HasPrefix(h.Get("Content-Type"), "text/html") {
@@ -88,7 +88,7 @@ func TestDeskPagesAndStatic(t *testing.T) {
 // that won, never an error page.
 func TestDeskDecideForm(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	id := e.createFeature("Decide by form")
 	itr := e.waitPending(id, "prd")
 	path := "/tasks/" + id + "/decide"
@@ -128,7 +128,7 @@ func TestDeskDecideForm(t *testing.T) {
 
 func TestDeskNewTaskForm(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	status, h, _ := e.postForm(t, "/tasks/new", url.Values{"workflow": {"feature"}, "input.description": {"Add dark mode."},
 		"gate.allowPrd": {"human"}}, false, "")
 	if status != http.StatusSeeOther || !strings.HasPrefix(h.Get("Location"), "/tasks/") {
@@ -227,12 +227,12 @@ func askWorkflow(t *testing.T) graph.Workflow {
 // thread; an edit is checked by the workflow before it is accepted.
 func TestDeskRespondAndEdit(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t, askWorkflow(t))
+	e := setup(t, withRunner(askWorkflow(t)))
 	task, err := e.engine.Create(t.Context(), graph.NewTask{Workflow: "ask", Title: "Ask me", CreatedBy: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.run.Wake()
+	e.runner.Wake()
 	itr := e.waitPending(task.ID, "question")
 	_, _, page := e.get(t, "/tasks/"+task.ID, nil)
 	for _, want := range []string{"What is the &lt;b&gt;budget&lt;/b&gt;?", `name="action" value="respond"`, `<textarea id="answer" name="value"`} {
@@ -303,7 +303,7 @@ func TestDeskNewTaskFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newDeskEnv(t, g)
+	e := setup(t, withRunner(g))
 	_, _, page := e.get(t, "/tasks/new?workflow=files", nil)
 	if !strings.Contains(page, `enctype="multipart/form-data"`) || !strings.Contains(page, `type="file" multiple`) {
 		t.Fatal("no file upload in the form")
@@ -357,7 +357,7 @@ func TestDeskNewTaskFiles(t *testing.T) {
 // decision; cancelling again says why it cannot, as a page.
 func TestDeskCancel(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	id := e.createFeature("Cancel me")
 	e.waitPending(id, "prd")
 	if status, h, _ := e.postForm(t, "/tasks/"+id+"/cancel", url.Values{}, false, ""); status != http.StatusSeeOther ||

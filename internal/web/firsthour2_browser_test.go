@@ -25,7 +25,7 @@ import (
 // on the page is recorded with the rejection.
 func TestActionLinkDecidesInChromium(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	ctx := context.Background()
 	e.user("alice", auth.RoleApprover)
 	e.user("carol", auth.RoleApprover)
@@ -74,7 +74,7 @@ const noInlineHandlers = `[].concat.apply([], [].map.call(document.querySelector
 // fails the test, and no element carries an inline handler.
 func TestDeskForkPickerAndCSP(t *testing.T) {
 	t.Parallel()
-	env := newDeskEnv(t)
+	env := setup(t, withRunner())
 	ctx := context.Background()
 	src := env.createFeature("Export reports as CSV")
 	itr := env.waitPending(src, "prd")

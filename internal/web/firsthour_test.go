@@ -21,7 +21,7 @@ import (
 // of the same (active) name is refused with a sentence.
 func TestTokenCreationRevealsOnce(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	ann := e.session("ann")
 	status, h, _ := e.postAs(t, &ann, "/admin/tokens", url.Values{"name": {"ci-bot"}, "role": {"viewer"}}, postOpts{})
 	if status != http.StatusSeeOther || h.Get("Location") != "/admin/tokens" {
@@ -70,7 +70,7 @@ func TestTokenCreationRevealsOnce(t *testing.T) {
 // resets another user's password on the Users page.
 func TestPasswordChangeInTheDesk(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	e.user("vic", auth.RoleViewer)
 	vic := e.session("vic")
 	if status, _, page := e.getAs(t, &vic, "/account", nil); status != http.StatusOK || !strings.Contains(page, `id="password-form"`) {
@@ -126,7 +126,7 @@ func TestPasswordChangeInTheDesk(t *testing.T) {
 // the name tried, the address and why; the audit page shows it in words.
 func TestFailedLoginIsAudited(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	e.user("vic", auth.RoleViewer)
 	if _, err := e.auth.Login(context.Background(), "vic", "not vic's password", "203.0.113.9", "test"); err == nil {
 		t.Fatal("a wrong password signed in")
@@ -157,7 +157,7 @@ func TestFailedLoginIsAudited(t *testing.T) {
 // merge as needing another approver.
 func TestCreatorAtTheMergeSeesWhoMayApprove(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	ann := e.session("ann") // an admin
 	status, h, _ := e.postAs(t, &ann, "/tasks/new", url.Values{"workflow": {"feature"},
 		"input.description": {"Dark mode."}, "gate.allowMerge": {"human"}}, postOpts{})
@@ -191,13 +191,13 @@ func TestCreatorAtTheMergeSeesWhoMayApprove(t *testing.T) {
 // had no gates, not "No decisions yet"; its deliverable comes first.
 func TestTaskWithoutGatesSaysSo(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	task, err := e.engine.Create(context.Background(), graph.NewTask{Workflow: feature.Name, Title: "No gates",
 		Input: json.RawMessage(`{"description":"Dark mode."}`), CreatedBy: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.run.Wake()
+	e.runner.Wake()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		got, err := e.store.Task(context.Background(), task.ID)

@@ -23,7 +23,7 @@ import (
 // request and links back; the source links to it.
 func TestDeskRerunFromHere(t *testing.T) {
 	t.Parallel()
-	env := newDeskEnv(t)
+	env := setup(t, withRunner())
 	ctx := context.Background()
 	src := env.createFeature("Export reports as CSV")
 	env.waitPending(src, "prd")
@@ -124,13 +124,13 @@ func TestDeskRerunFromHere(t *testing.T) {
 // and says it cannot resume; its step before the node can be re-run.
 func TestDeskDefinitionBanner(t *testing.T) {
 	t.Parallel()
-	env := newDeskEnv(t, graphtest.Review(2))
+	env := setup(t, withRunner(graphtest.Review(2)))
 	ctx := context.Background()
 	// The replica's runner would run the task under definition 2: the old
 	// build runs it to its gate alone.
 	stop, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	env.run.Stop(stop)
+	env.runner.Stop(stop)
 	v1, err := graph.NewEngine(env.store, []graph.Workflow{graphtest.Review(1)})
 	if err != nil {
 		t.Fatal(err)

@@ -59,7 +59,7 @@ func TestHostileTextAPI(t *testing.T) {
 // field, and changes nothing.
 func TestHostileTextDesk(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	count := func(q string, args ...any) int {
 		var n int
 		if err := e.pool.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {

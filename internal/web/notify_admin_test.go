@@ -17,7 +17,7 @@ import (
 // or clears a user's email and Slack id; a bad one changes nothing.
 func TestAdminUserContact(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	ann := e.session("ann")
 	ctx := context.Background()
 	if status, _, _ := e.postAs(t, &ann, "/admin/users", url.Values{"username": {"pat"}, "role": {"approver"},
@@ -64,7 +64,7 @@ func TestAdminUserContact(t *testing.T) {
 // with their attempts, redelivers and removes.
 func TestAdminWebhooks(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	ann := e.session("ann")
 	ctx := context.Background()
 	for _, c := range []struct{ url, want string }{

@@ -18,7 +18,7 @@ import (
 // other page p99 ≤ 200 ms). Both replicas share one database, as in production; the
 // news crosses by LISTEN/NOTIFY.
 func BenchmarkPresence(b *testing.B) {
-	e := newDeskEnv(b)
+	e := setup(b, withRunner())
 	id := e.createFeature("Presence bench")
 	itr := e.waitPending(id, "prd")
 	other := e.secondReplica(b)

@@ -15,7 +15,7 @@ import (
 // secondReplica serves the same database from another server with its own
 // store and hub (another replica), returning its base URL. The desk's
 // session cookie is the same for both (same host).
-func (e *deskEnv) secondReplica(t testing.TB) string {
+func (e *bundle) secondReplica(t testing.TB) string {
 	t.Helper()
 	store := postgres.NewStore(e.pool)
 	hub := live.NewHub(e.pool.Config().ConnString(), store, e.log)
@@ -45,7 +45,7 @@ func (e *deskEnv) secondReplica(t testing.TB) string {
 // alice's page well within 30 s.
 func TestPresenceAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	env := newDeskEnv(t)
+	env := setup(t, withRunner())
 	id := env.createFeature("Presence")
 	env.waitPending(id, "prd")
 	other := env.secondReplica(t)

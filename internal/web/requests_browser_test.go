@@ -16,7 +16,7 @@ import (
 
 // createRequest makes an approval request through the API as the
 // bootstrap token and returns its id (the task's).
-func (e *deskEnv) createRequest(t *testing.T, body map[string]any) string {
+func (e *bundle) createRequest(t *testing.T, body map[string]any) string {
 	t.Helper()
 	raw, err := json.Marshal(body)
 	if err != nil {
@@ -44,7 +44,7 @@ func (e *deskEnv) createRequest(t *testing.T, body map[string]any) string {
 
 // decisionsOf is how many decisions the task has, and the last one's
 // action and value as stored (jsonb, as text).
-func (e *deskEnv) decisionsOf(t *testing.T, id string) (n int, action, value string) {
+func (e *bundle) decisionsOf(t *testing.T, id string) (n int, action, value string) {
 	t.Helper()
 	err := e.pool.QueryRow(context.Background(), `SELECT count(*) OVER (), action, COALESCE(value::text, '')
 		FROM decisions WHERE task_id = $1 ORDER BY decided_at DESC LIMIT 1`, id).Scan(&n, &action, &value)
@@ -56,7 +56,7 @@ func (e *deskEnv) decisionsOf(t *testing.T, id string) (n int, action, value str
 
 // storedIs reports whether the task's one decision is action with value
 // equal, as JSON, to want.
-func (e *deskEnv) storedIs(t *testing.T, id, action, want string) {
+func (e *bundle) storedIs(t *testing.T, id, action, want string) {
 	t.Helper()
 	var ok bool
 	err := e.pool.QueryRow(context.Background(), `SELECT count(*) = 1 AND bool_and(action = $2 AND value = $3::jsonb)
@@ -150,7 +150,7 @@ func answerCases() []answerCase {
 // answer is stored typed in PostgreSQL. The same on the email action page.
 func TestRequestAnswerFormsInBrowser(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	e.user("alice", auth.RoleApprover)
 	if err := e.auth.SetEmail(context.Background(), "test", "alice", "alice@example.com"); err != nil {
 		t.Fatal(err)
@@ -319,7 +319,7 @@ const hostile = `<script>window.__pwned=1</script><img src=x onerror="window.__p
 // the edited payload as a JSON object.
 func TestRequestOnTheDesk(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	b := e.openTab(t, "ada")
 	b.do(chromedp.EmulateViewport(1366, 900))
 	console := b.watchConsole()

@@ -147,13 +147,13 @@ func loadScale(tb testing.TB, pool *pgxpool.Pool) {
 // runnable work and the hourly prune of the checkpoint history, each
 // b.N times, as p50/p95/p99 in ms.
 func BenchmarkScale(b *testing.B) {
-	e := newDeskEnv(b)
+	e := setup(b, withRunner())
 	id := e.createFeature("Scale")
 	e.waitPending(id, "prd")
 	// The runner must not take the fixture's runnable tasks: the claim is
 	// measured here.
 	stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	e.run.Stop(stop)
+	e.runner.Stop(stop)
 	cancel()
 	start := time.Now()
 	loadScale(b, e.pool)

@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,8 +21,10 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/live"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
-	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
 	"github.com/gatehousehq/gatehouse/internal/requests"
+	"github.com/gatehousehq/gatehouse/internal/runner"
+	"github.com/gatehousehq/gatehouse/internal/servetest"
+	"github.com/gatehousehq/gatehouse/internal/sso"
 	"github.com/gatehousehq/gatehouse/internal/web/api"
 	webrequest "github.com/gatehousehq/gatehouse/internal/web/request"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
@@ -32,49 +35,92 @@ import (
 
 const testToken = "test-token-7f3a9c"
 
-// bundle is what an API test needs: a fresh database, the engine over it
-// (feature and linear workflows), a running hub and the server behind an
-// httptest server. No runner: tests advance tasks with run.
+// bundle is one replica on a fresh database, as the web tests drive it:
+// the engine with the feature, linear and request workflows (feature on
+// the stub executor, with a brake: exec), the live hub, the HTTP server on
+// a real port (restartable on the same address) and, withRunner, the
+// runner with its workers; without one, tests advance tasks with run.
 type bundle struct {
-	pool   *pgxpool.Pool
-	store  *postgres.Store
-	engine *graph.Engine
-	stub   *featuretest.StubExecutor
-	hub    *live.Hub
-	srv    *Server
-	base   string // http://127.0.0.1:port
+	t       testing.TB
+	replica *servetest.Replica
+	pool    *pgxpool.Pool
+	store   *postgres.Store
+	engine  *graph.Engine
+	hub     *live.Hub
+	// runner runs the tasks (withRunner); nil: tests advance them with run.
+	runner *runner.Runner
+	exec   *holdExec
+	stub   *featuretest.StubExecutor // exec's
+	log    *slog.Logger
+	auth   *auth.Service
 	wakes  atomic.Int64
+	// policy is the approval policy of the server (set it before a
+	// restart to change it).
+	policy auth.Policy
+	// trustProxy is the server's TrustProxy (set it before a restart).
+	trustProxy bool
+	// sso is the server's single sign-on (set it before a restart).
+	sso      *sso.Client
+	claimTTL time.Duration
+
+	sessMu   sync.Mutex
+	sessions map[string]testSession
+
+	mu   sync.Mutex
+	srv  *Server
+	addr string
+	base string // http://127.0.0.1:port
 }
 
-// wake counts a wake-up of the runner (there is none).
-func (b *bundle) wake() { b.wakes.Add(1) }
+// wake counts a wake-up of the runner and wakes it, if any.
+func (b *bundle) wake() {
+	b.wakes.Add(1)
+	if b.runner != nil {
+		b.runner.Wake()
+	}
+}
 
 type setupOpts struct {
+	// token is the bootstrap token ("": none).
 	token string
 	// policy is the approval policy; nil: none (the bootstrap token creates
 	// and approves its own tasks, as the API tests do).
-	policy   *auth.Policy
-	noStart  bool            // do not start an httptest server (the test calls srv.Start)
-	tweak    func(s *Server) // adjusts the server before it serves
-	claimTTL time.Duration   // Deps.ClaimTTL
+	policy *auth.Policy
+	// workers: a runner runs the tasks, as in a replica (withRunner).
+	workers bool
+	// workflows are served besides feature, linear and request.
+	workflows []graph.Workflow
+	noStart   bool            // do not start the server (the test calls srv.Start)
+	tweak     func(s *Server) // adjusts the server before it serves
+	claimTTL  time.Duration   // Deps.ClaimTTL
 }
 
-func setup(t *testing.T, opts ...setupOpts) *bundle {
+// withRunner is a replica as the desk runs in: a runner with workers, the
+// default approval policy, and the workflows given besides the others.
+func withRunner(workflows ...graph.Workflow) setupOpts {
+	p := auth.DefaultPolicy()
+	return setupOpts{token: testToken, policy: &p, workers: true, workflows: workflows}
+}
+
+// logLevel is the level of the replica's log in the test output.
+var logLevel = slog.LevelWarn
+
+// testWriter sends log lines to the test's log while it runs.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func setup(t testing.TB, opts ...setupOpts) *bundle {
 	t.Helper()
 	o := setupOpts{token: testToken}
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	ctx := context.Background()
-	cs := pgtest.NewDB(t)
-	pool, err := pgxpool.New(ctx, cs)
-	if err != nil {
-		t.Fatalf("pool: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	store := postgres.NewStore(pool)
-	stub := featuretest.NewStub("")
-	fw, err := feature.New(stub, feature.WithRetry(graph.RetryPolicy{Attempts: 1}))
+	ex := newHoldExec()
+	fw, err := feature.New(ex, feature.WithRetry(graph.RetryPolicy{Attempts: 1}))
 	if err != nil {
 		t.Fatalf("feature.New: %v", err)
 	}
@@ -82,49 +128,105 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 	if err != nil {
 		t.Fatalf("request.New: %v", err)
 	}
-
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
-	hub := live.NewHub(cs, store, log.With("component", "live"))
-	hubCtx, stopHub := context.WithCancel(ctx)
-	hubDone := make(chan struct{})
-	go func() { defer close(hubDone); hub.Run(hubCtx) }()
-	t.Cleanup(func() { stopHub(); <-hubDone })
-	select {
-	case <-hub.Ready():
-	case <-time.After(30 * time.Second):
-		t.Fatal("hub never listened")
-	}
-
 	policy := auth.NewPolicy(nil, nil)
 	if o.policy != nil {
 		policy = *o.policy
 	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: logLevel}))
+	workers := 0
+	if o.workers {
+		workers = 4
+	}
 	// The policy's deadlines and the tasks' own (options.deadlines) apply
 	// to raises, as in serve.
-	engine, err := graph.NewEngine(store, []graph.Workflow{fw, graphtest.Linear(2), rw}, graph.WithRaiseHook(policy.Raise))
-	if err != nil {
-		t.Fatalf("NewEngine: %v", err)
+	r := servetest.NewReplica(t, servetest.ReplicaOptions{
+		Workflows: append([]graph.Workflow{fw, graphtest.Linear(2), rw}, o.workflows...),
+		Engine:    []graph.EngineOption{graph.WithRaiseHook(policy.Raise)},
+		Workers:   workers, Owner: "web-test", LeaseTTL: 5 * time.Second, Logger: log})
+	b := &bundle{t: t, replica: r, pool: r.Pool, store: r.Store, engine: r.Engine, hub: r.Hub, runner: r.Runner,
+		exec: ex, stub: ex.stub, log: log, policy: policy, claimTTL: o.claimTTL, sessions: map[string]testSession{},
+		auth: auth.NewService(auth.Config{Store: r.Store, BootstrapToken: o.token})}
+	if o.noStart {
+		b.srv = New(b.deps())
+		if o.tweak != nil {
+			o.tweak(b.srv)
+		}
+		return b
 	}
-	b := &bundle{pool: pool, store: store, engine: engine, stub: stub, hub: hub}
-	b.srv = New(Deps{Engine: engine, Store: store, Hub: hub, Wake: b.wake, BootstrapToken: o.token, ClaimTTL: o.claimTTL,
-		Decider: auth.NewDecider(engine, store, policy, log, auth.WithWorker(auth.WakeWorker(b.wake)), auth.WithDecisionCheck(requests.CheckDecision)),
-		Ready:   func(ctx context.Context) error { return postgres.Ready(ctx, pool) }, Logger: log, Version: "test"})
-	if o.tweak != nil {
-		o.tweak(b.srv)
-	}
-	if !o.noStart {
-		ts := httptest.NewServer(b.srv.Handler())
-		b.base = ts.URL
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := b.srv.Shutdown(ctx); err != nil {
-				t.Errorf("shutdown: %v", err)
-			}
-			ts.Close()
-		})
-	}
+	t.Cleanup(b.stopServer)
+	b.startServer(o.tweak)
 	return b
+}
+
+// deps are the server's, from the bundle's settings.
+func (b *bundle) deps() Deps {
+	worker := auth.WithWorker(auth.WakeWorker(b.wake))
+	if b.runner != nil {
+		worker = auth.WithWorker(b.runner)
+	}
+	return Deps{Engine: b.engine, Store: b.store, Hub: b.hub, Wake: b.wake, Auth: b.auth, ClaimTTL: b.claimTTL,
+		Decider:    auth.NewDecider(b.engine, b.store, b.policy, b.log, worker, auth.WithDecisionCheck(requests.CheckDecision)),
+		TrustProxy: b.trustProxy, SSO: b.sso, Ready: func(ctx context.Context) error { return postgres.Ready(ctx, b.pool) },
+		Logger: b.log, Version: "test"}
+}
+
+// startServer serves on a free port the first time, on the same address
+// after that; tweak, when given, adjusts the new server before it listens,
+// so that it races no request.
+func (b *bundle) startServer(tweak ...func(*Server)) {
+	b.t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	addr := b.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	var err error
+	for range 50 { // the old socket may linger a moment after a restart
+		srv := New(b.deps())
+		for _, f := range tweak {
+			if f != nil {
+				f(srv)
+			}
+		}
+		var a net.Addr
+		if a, err = srv.Start(addr); err == nil {
+			b.srv, b.addr, b.base = srv, a.String(), "http://"+a.String()
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.t.Fatalf("start server on %s: %v", addr, err)
+}
+
+// stopServer shuts the server down (websockets get a close frame).
+func (b *bundle) stopServer() {
+	b.mu.Lock()
+	srv := b.srv
+	b.srv = nil
+	b.mu.Unlock()
+	if srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		b.t.Errorf("shutdown: %v", err)
+	}
+}
+
+// createFeature starts a feature task whose every gate waits for a person.
+func (b *bundle) createFeature(title string) string {
+	b.t.Helper()
+	id := featuretest.Create(b.t, b.engine, title)
+	b.wake()
+	return id
+}
+
+// waitPending waits until the task waits on an interrupt of kind.
+func (b *bundle) waitPending(id, kind string) *graph.Interrupt {
+	b.t.Helper()
+	return b.replica.WaitPending(b.t, id, kind)
 }
 
 // reply is an HTTP answer, read whole.

@@ -74,7 +74,7 @@ func signSlack(ts, body string) string {
 // message; a replay decides nothing more.
 func TestSlack(t *testing.T) {
 	t.Parallel()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	ctx := context.Background()
 	e.user("alice", auth.RoleApprover)
 	e.user("carol", auth.RoleApprover)

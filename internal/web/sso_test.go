@@ -29,7 +29,7 @@ const (
 
 // ssoDesk is a desk with single sign-on against its own provider.
 type ssoDesk struct {
-	*deskEnv
+	*bundle
 	idp *ssotest.Provider
 }
 
@@ -38,7 +38,7 @@ type ssoDesk struct {
 // ready false points the desk at a provider that is down.
 func newSSODesk(t *testing.T, authCfg func(*auth.Config), ready bool) *ssoDesk {
 	t.Helper()
-	e := newDeskEnv(t)
+	e := setup(t, withRunner())
 	callback := e.base + sso.CallbackPath
 	idp := ssotest.Start(t, ssotest.Options{ClientID: ssoClientID, ClientSecret: ssoClientSecret,
 		RedirectURIs: []string{callback}, Later: !ready})
@@ -67,7 +67,7 @@ func newSSODesk(t *testing.T, authCfg func(*auth.Config), ready bool) *ssoDesk {
 	e.stopServer()
 	e.auth, e.sso = auth.NewService(cfg), client
 	e.startServer()
-	return &ssoDesk{deskEnv: e, idp: idp}
+	return &ssoDesk{bundle: e, idp: idp}
 }
 
 // browser is a cookie-keeping client that does not follow redirects.

@@ -21,7 +21,7 @@ import (
 // (its snapshot cached), which is how a stale "waiting" came back.
 func TestTaskPageShowsTheEnd(t *testing.T) {
 	t.Parallel()
-	env := newDeskEnv(t)
+	env := setup(t, withRunner())
 	keeper := timekeeper.New(env.store, env.policy, env.log)
 	keeper.Start()
 	t.Cleanup(keeper.Stop)
@@ -127,7 +127,7 @@ func TestTaskPageShowsTheEnd(t *testing.T) {
 }
 
 // waitStatus waits until the task has status.
-func waitStatus(t *testing.T, env *deskEnv, id, status string) {
+func waitStatus(t *testing.T, env *bundle, id, status string) {
 	t.Helper()
 	end := time.Now().Add(20 * time.Second)
 	for time.Now().Before(end) {

@@ -2,114 +2,48 @@ package desk
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
-	"github.com/gatehousehq/gatehouse/internal/live"
-	"github.com/gatehousehq/gatehouse/internal/postgres"
-	"github.com/gatehousehq/gatehouse/internal/postgres/pgtest"
-	"github.com/gatehousehq/gatehouse/internal/runner"
+	"github.com/gatehousehq/gatehouse/internal/servetest"
 	"github.com/gatehousehq/gatehouse/internal/web/socket"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature"
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
 )
 
-// bundle is what a test of the desk's insides needs: a fresh database,
-// the engine with the feature workflow on the stub executor, a running
-// hub and runner, and the desk over them (not mounted on a server: the
-// HTTP tests of the desk are internal/web's).
+// bundle is what a test of the desk's insides needs: a replica on a fresh
+// database (the feature workflow on the stub executor, a runner) and the
+// desk over it, not mounted on a server: the desk's HTTP tests are
+// internal/web's.
 type bundle struct {
-	t      testing.TB
-	pool   *pgxpool.Pool
-	store  *postgres.Store
-	engine *graph.Engine
-	run    *runner.Runner
-	desk   *desk
+	t testing.TB
+	*servetest.Replica
+	desk *desk
 }
 
 func setup(t testing.TB) *bundle {
 	t.Helper()
-	ctx := context.Background()
-	cs := pgtest.NewDB(t)
-	pool, err := pgxpool.New(ctx, cs)
-	if err != nil {
-		t.Fatalf("pool: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	store := postgres.NewStore(pool)
-	log := slog.New(slog.DiscardHandler)
-	notifyCtx, stopNotify := context.WithCancel(ctx)
-	store.StartNotifier(notifyCtx, log)
-	t.Cleanup(stopNotify)
 	fw, err := feature.New(featuretest.NewStub(""), feature.WithRetry(graph.RetryPolicy{Attempts: 1}))
 	if err != nil {
 		t.Fatalf("feature.New: %v", err)
 	}
-	engine, err := graph.NewEngine(store, []graph.Workflow{fw}, graph.WithLogger(log))
-	if err != nil {
-		t.Fatalf("NewEngine: %v", err)
-	}
-	hub := live.NewHub(cs, store, log)
-	hubCtx, stopHub := context.WithCancel(ctx)
-	hubDone := make(chan struct{})
-	go func() { defer close(hubDone); hub.Run(hubCtx) }()
-	select {
-	case <-hub.Ready():
-	case <-time.After(30 * time.Second):
-		t.Fatal("hub never listened")
-	}
-	run := runner.New(store, engine, runner.Config{Owner: "desk-test", Workers: 2, LeaseTTL: 5 * time.Second, Logger: log})
-	hub.OnRunnable(run.WakeFor)
-	run.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		run.Stop(ctx)
-		stopHub()
-		<-hubDone
-	})
-	h := New(Deps{Engine: engine, Store: store, Hub: hub, Auth: auth.NewService(auth.Config{Store: store}),
-		Decider: auth.NewDecider(engine, store, auth.DefaultPolicy(), log, auth.WithWorker(run)),
-		Wake:    run.Wake, Sockets: socket.NewGroup(), Logger: log})
-	return &bundle{t: t, pool: pool, store: store, engine: engine, run: run, desk: h.d}
+	r := servetest.NewReplica(t, servetest.ReplicaOptions{Workflows: []graph.Workflow{fw}, Workers: 2,
+		Owner: "desk-test", LeaseTTL: 5 * time.Second})
+	h := New(Deps{Engine: r.Engine, Store: r.Store, Hub: r.Hub, Auth: auth.NewService(auth.Config{Store: r.Store}),
+		Decider: auth.NewDecider(r.Engine, r.Store, auth.DefaultPolicy(), nil, auth.WithWorker(r.Runner)),
+		Wake:    r.Wake, Sockets: socket.NewGroup()})
+	return &bundle{t: t, Replica: r, desk: h.d}
 }
 
-// createFeature starts a feature task with no gates but the default ones.
+// createFeature starts a feature task with the feature's default gates.
 func (b *bundle) createFeature(title string) string {
 	b.t.Helper()
-	t, err := b.engine.Create(context.Background(), graph.NewTask{Workflow: feature.Name, Title: title,
-		Input:   json.RawMessage(`{"description":"` + featuretest.DefaultDescription + `"}`),
-		Options: json.RawMessage(`{"gates":{}}`), CreatedBy: "test"})
-	if err != nil {
-		b.t.Fatalf("create: %v", err)
-	}
-	b.run.Wake()
-	return t.ID
-}
-
-// waitPending waits until the task waits on an interrupt of kind.
-func (b *bundle) waitPending(id, kind string) *graph.Interrupt {
-	b.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		itr, err := b.store.PendingInterrupt(context.Background(), id)
-		if err != nil {
-			b.t.Fatalf("pending: %v", err)
-		}
-		if itr != nil && itr.Kind == kind {
-			return itr
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	b.t.Fatalf("task %s never waited on %s", id, kind)
-	return nil
+	id := featuretest.Create(b.t, b.Engine, title)
+	b.Wake()
+	return id
 }
 
 // TestLiveFeedDropsSlowPage: a page whose queue is full when a broadcast
@@ -120,7 +54,7 @@ func TestLiveFeedDropsSlowPage(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	id := e.createFeature("Slow page")
-	prd := e.waitPending(id, "prd")
+	prd := e.WaitPending(t, id, "prd")
 	// The test holds the feeds' ends that a socket would hold.
 	d := e.desk
 	ctx := context.Background()
@@ -146,13 +80,13 @@ func TestLiveFeedDropsSlowPage(t *testing.T) {
 	last := seq
 	in := graph.DecisionInput{InterruptID: prd.ID, Action: "reject", DecidedBy: "ann"}
 	in.Feedback = "Once more, please."
-	if _, err := e.engine.Decide(ctx, id, in); err != nil {
+	if _, err := e.Engine.Decide(ctx, id, in); err != nil {
 		t.Fatalf("decide: %v", err)
 	}
-	e.run.Wake()
-	e.waitPending(id, "prd")
+	e.Wake()
+	e.WaitPending(t, id, "prd")
 	var want int64
-	if err := e.pool.QueryRow(ctx, `SELECT event_seq FROM workflow_checkpoints WHERE task_id = $1`, id).Scan(&want); err != nil {
+	if err := e.Pool.QueryRow(ctx, `SELECT event_seq FROM workflow_checkpoints WHERE task_id = $1`, id).Scan(&want); err != nil {
 		t.Fatal(err)
 	}
 	dropped := false

@@ -1,6 +1,8 @@
 // Package featuretest provides a stub feature.Executor for tests of the
 // feature workflow (unit tests on the in-memory checkpointer, and the seed
-// 002 integration tests on PostgreSQL).
+// 002 integration tests on PostgreSQL), and Create, the feature task the
+// replica tests start. Test support: only tests import it; it imports
+// graph and the feature workflow, nothing of storage or HTTP.
 package featuretest
 
 import (
