@@ -33,6 +33,10 @@
 // The module is at v0: this package and package graph are its public API
 // and may still change between minor versions; docs/embedding.md says
 // what is expected to stay. Everything under internal/ is private.
+//
+// It is the composition root: it imports the internal packages it wires
+// (store, workers, timers, notifications, chores, the server); nothing of
+// the module imports it but cmd/web and the examples.
 package gatehouse
 
 import (

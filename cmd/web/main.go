@@ -1,5 +1,8 @@
 // Command gatehouse is Gatehouse in one binary: the HTTP API and approval
 // desk, the task workers, and the database migrations.
+//
+// It holds flags and subcommands only: serve is the root package's Server;
+// nothing imports it.
 package main
 
 import (

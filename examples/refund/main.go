@@ -11,6 +11,8 @@
 // the private cluster of scripts/pg.sh as make run does. Every other
 // setting of `gatehouse serve --help` applies; GATEHOUSE_POLICY_FILE
 // defaults to examples/refund/policy.yaml.
+//
+// It imports the public API only (the root package and graph).
 package main
 
 import (

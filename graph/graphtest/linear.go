@@ -1,5 +1,7 @@
 // Package graphtest holds graphs shared by tests and benchmarks of the
 // engine and its checkpointers.
+//
+// Test support: it imports graph only.
 package graphtest
 
 import (

@@ -1,6 +1,8 @@
 // Package apitest is a small client of the /api/v1 JSON API for tests that
 // drive a running server from outside, as a program would: the example
 // programs' tests and the root package's.
+//
+// Test support: it speaks HTTP only and imports nothing of the module.
 package apitest
 
 import (

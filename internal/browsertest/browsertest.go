@@ -6,6 +6,8 @@
 //
 // Screenshots go to $GATEHOUSE_SCREENSHOTS when set (kept), else to the
 // test's artifact directory (go test -artifacts keeps them).
+//
+// Test support: it imports nothing of the module.
 package browsertest
 
 import (

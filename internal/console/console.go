@@ -5,6 +5,8 @@
 // policy) like every other channel; the task itself runs wherever a worker
 // takes it. The package neither starts workers nor opens the database: its
 // caller wires those and hands it a Store and a FollowFunc.
+//
+// It imports graph and auth only: never postgres, live or the web packages.
 package console
 
 import (

@@ -10,6 +10,10 @@
 // but the calls in flight (a request made is in PostgreSQL; get_request
 // answers it afterwards). Nothing is decided over MCP: the agent asks;
 // people decide on the desk, by email, in Slack or through the API.
+//
+// It imports graph, auth and requests, and declares the Tasks it calls
+// (internal/web's API code provides it); never internal/web nor its handler
+// packages, nor postgres.
 package mcp
 
 import (

@@ -3,6 +3,9 @@
 // definitions affect (SPEC §15; gatehouse tasks check), and the users an
 // approval policy names who do not exist yet (SPEC §11; gatehouse policy
 // show). It reads only, through the small Store interfaces it declares.
+//
+// It imports graph, auth and postgres (read-model types); never the web
+// packages.
 package preflight
 
 import (

@@ -1,5 +1,8 @@
 // Package analyticstest seeds a database with a history of interrupts and
 // decisions at chosen instants, for the tests of the analytics.
+//
+// Test support: it writes SQL on the pool it is given and imports nothing
+// of the module.
 package analyticstest
 
 import (

@@ -1,5 +1,7 @@
 // Package llmtest helps test providers: a fake sleeper that records the
 // waits of a retry policy instead of sleeping them.
+//
+// Test support: it imports nothing of the module.
 package llmtest
 
 import (

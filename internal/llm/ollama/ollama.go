@@ -6,6 +6,8 @@
 // 5xx) are retried with exponential backoff and jitter, honouring
 // Retry-After; a model the server does not have is a *llm.ConfigError at
 // once, naming OLLAMA_MODEL_NAME.
+//
+// It imports internal/llm only.
 package ollama
 
 import (

@@ -6,6 +6,8 @@
 // 5xx) are retried with exponential backoff and jitter, honouring
 // Retry-After; a refused key, an unknown model or an exhausted quota is a
 // *llm.ConfigError at once, naming the setting to change.
+//
+// It imports internal/llm only.
 package openai
 
 import (

@@ -1,6 +1,9 @@
 // Package email is the email channel of the notifications (SPEC §12): one
 // message per delivery, plain text and HTML from the desk's templates, with
 // one action link bound to its recipient.
+//
+// It imports graph, notify, textdiff and views; never postgres (it declares
+// the EmailStore it reads) nor the web packages.
 package email
 
 import (

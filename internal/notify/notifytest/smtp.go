@@ -1,6 +1,8 @@
 // Package notifytest has test servers for the notification channels: a
 // real SMTP server on loopback (github.com/emersion/go-smtp) that keeps
 // what it receives.
+//
+// Test support: it imports nothing of the module.
 package notifytest
 
 import (

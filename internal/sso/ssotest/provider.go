@@ -5,6 +5,8 @@
 // groups between logins, and make it misbehave on purpose (Tamper) to see
 // the relying party refuse: a token for another audience, a wrong nonce,
 // an expired token, a token signed by a key its JWKS does not publish.
+//
+// Test support: it imports nothing of the module.
 package ssotest
 
 import (

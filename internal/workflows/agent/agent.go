@@ -4,6 +4,8 @@
 // cut at 64 KiB), the way a reply's error is classified for the node's
 // retry policy, and small readers of model output (fenced blocks, JSON
 // objects).
+//
+// It imports graph and llm only: no storage, no HTTP.
 package agent
 
 import (

@@ -17,6 +17,8 @@
 // The input is a query and attached text files (name and content, as
 // uploaded in the form); the files' contents are in every analyst prompt,
 // the first one included.
+//
+// It imports graph, llm and agent only: no storage, no HTTP.
 package analyze
 
 import (

@@ -5,6 +5,9 @@
 // them here too, so every entry point has the same definitions.
 //
 // The workflows themselves use only the public graph API.
+//
+// It imports the workflows, the LLM providers, config, auth and requests;
+// never storage or the web packages.
 package builtin
 
 import (

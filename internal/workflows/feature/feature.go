@@ -12,6 +12,8 @@
 // the seed's spec directory: spec.yaml, research.yaml, plan.yaml,
 // tasks.yaml and feature.yaml (with status.completedPhases and
 // status.phaseTimings), plus implementation.md and merge.md.
+//
+// It imports graph, llm and agent only: no storage, no HTTP.
 package feature
 
 import (

@@ -8,6 +8,8 @@
 // maxLength (in characters), pattern (as a Go regexp), enum, minItems,
 // maxItems, minimum, maximum.
 // Annotations (title, description, format, default, …) are ignored.
+//
+// Test support: it imports graph only.
 package fuzztest
 
 import (

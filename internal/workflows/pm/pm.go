@@ -24,6 +24,8 @@
 // verification and history. A retry of such a task fails the same way: the
 // step's attempts are spent. An empty plan goes straight to
 // finalize_summary.
+//
+// It imports graph, llm and agent only: no storage, no HTTP.
 package pm
 
 import (

@@ -6,6 +6,8 @@
 // interrupt — the inbox, the task page, the timeline, the audit, claims,
 // deadlines, reminders, escalation, email, Slack, webhooks, analytics —
 // serves a request with no second path.
+//
+// It imports graph only.
 package request
 
 import (

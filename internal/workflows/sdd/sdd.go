@@ -23,6 +23,8 @@
 // Like every gate, human_review auto-approves when the task has no
 // "gates" option or {"gates": {"allowSdd": true}}; {"gates": {}} or
 // {"gates": {"allowSdd": false}} makes a human decide.
+//
+// It imports graph, llm and agent only: no storage, no HTTP.
 package sdd
 
 import (

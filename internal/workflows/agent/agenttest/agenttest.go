@@ -5,6 +5,9 @@
 // PostgreSQL holds travels between steps of a task. It also reads back
 // what a task recorded (state, events, llm.call events, artifacts) and
 // builds scripted-provider scripts from per-role reply lists.
+//
+// Test support: it imports graph, the scripted provider and postgres (with
+// pgtest) to read what a task recorded.
 package agenttest
 
 import (
