@@ -321,15 +321,12 @@ func (s *Service) Wait(ctx context.Context, id string, d time.Duration) (Request
 	d = min(d, MaxWait)
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
-	// Woken by the hub, with the waits' shared fallback read; without a
-	// hub, each wait reads its request each pollEvery.
+	// Woken by the hub, with the waits' shared fallback read (joined
+	// after the first read); without a hub, each wait reads its request
+	// each pollEvery.
 	var kick <-chan struct{}
 	var tick <-chan time.Time
-	if s.events != nil {
-		k, leave := s.waits.join(s, id)
-		defer leave()
-		kick = k
-	} else {
+	if s.events == nil {
 		t := time.NewTicker(pollEvery)
 		defer t.Stop()
 		tick = t.C
@@ -344,6 +341,11 @@ func (s *Service) Wait(ctx context.Context, id string, d time.Duration) (Request
 		if err != nil || !r.Pending() {
 			stop()
 			return r, err
+		}
+		if s.events != nil && kick == nil {
+			k, leave := s.waits.join(s, id)
+			defer leave()
+			kick = k
 		}
 		dropped := false
 	wait:
@@ -392,8 +394,8 @@ type waitSet struct {
 	running bool
 }
 
-// Waiting is the number of long polls waiting now (with Events; without,
-// 0).
+// Waiting is the number of long polls waiting now, past their first read
+// (with Events; without, 0).
 func (s *Service) Waiting() int {
 	s.waits.mu.Lock()
 	defer s.waits.mu.Unlock()
