@@ -1281,7 +1281,7 @@ func PendingView(taskID string, p PendingForm) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		if p.CanRespond {
+		if p.RespondForm() {
 			{
 				templ_7745c5c3_ElementWriter := templ_7745c5c3_Buffer
 				templ_7745c5c3_Buffer := templ.GetBuffer()

@@ -636,3 +636,12 @@ type ErrorPage struct {
 // gates a document: it is answered, never rejected, so it shows one form
 // (the answer), with "accept the proposal" once the asker offers one.
 func (p PendingForm) IsQuestion() bool { return p.CanRespond && !p.CanReject && p.ArtifactName == "" }
+
+// RespondForm reports whether the card shows a form to answer in: a
+// question, or typed answer fields. An interrupt that also takes approve
+// and reject (a slogan's human review) is one form with one text box —
+// its feedback — and no second box for a free answer (the API still takes
+// respond).
+func (p PendingForm) RespondForm() bool {
+	return p.CanRespond && (p.IsQuestion() || len(p.Fields) > 0 || !(p.CanApprove || p.CanReject))
+}

@@ -391,10 +391,9 @@ func (w *workflow) reviewer(ctx context.Context, run *graph.NodeRun, s State) (S
 	turn := len(s.Turns) + 1
 	if s.HumanReviewer {
 		ans, err := run.Ask(graph.Question{
-			Kind:  InterruptReview,
-			Title: fmt.Sprintf("Review the slogan for %s (turn %d of %d)", agent.Excerpt(s.UserInput, 60), turn, s.MaxTurns),
-			Text: "Approve to ship this slogan; reject with feedback for the writer; or respond with a review " +
-				"(a review saying SHIP IT! approves).",
+			Kind:     InterruptReview,
+			Title:    fmt.Sprintf("Review the slogan for %s (turn %d of %d)", agent.Excerpt(s.UserInput, 60), turn, s.MaxTurns),
+			Text:     "Approve to ship this slogan, or reject it with feedback: the writer answers it on the next turn.",
 			Artifact: &graph.ArtifactRef{Name: ArtifactSlogan, ContentType: "text/plain", Content: s.CurrentSlogan},
 			Actions:  []string{graph.ActionApprove, graph.ActionReject, graph.ActionRespond},
 		})
