@@ -258,3 +258,33 @@
     document.querySelectorAll("[data-maxlength]").forEach(function (el) { if (el.value) check(el); });
   });
 })();
+
+// A deadline counts down live (data-countdown holds its time): "(in 2 h
+// 05 min)", "(in 4 min 10 s)", "(in 9 s)", "(now)"; the server's live
+// update follows when the deadline acts.
+(function () {
+  "use strict";
+  function pad(n) { return n < 10 ? "0" + n : "" + n; }
+  function left(ms) {
+    var s = Math.floor(ms / 1000);
+    if (s < 60) return s + " s";
+    var m = Math.floor(s / 60);
+    if (m < 60) return m + " min " + pad(s % 60) + " s";
+    var h = Math.floor(m / 60);
+    if (h < 48) return h + " h " + pad(m % 60) + " min";
+    return Math.floor(h / 24) + " d " + (h % 24) + " h";
+  }
+  function tick() {
+    var now = Date.now();
+    document.querySelectorAll("[data-countdown]").forEach(function (el) {
+      var at = Date.parse(el.dataset.countdown);
+      if (isNaN(at)) return;
+      var text = at - now > 0 ? "(in " + left(at - now) + ")" : "(now)";
+      if (el.textContent !== text) el.textContent = text;
+    });
+  }
+  document.addEventListener("DOMContentLoaded", tick);
+  document.addEventListener("htmx:afterSettle", tick);
+  document.addEventListener("htmx:oobAfterSwap", tick);
+  setInterval(tick, 1000);
+})();

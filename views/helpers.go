@@ -193,3 +193,31 @@ func inboxURL(kind, claim string, overdue bool) string {
 	}
 	return "/inbox?" + v.Encode()
 }
+
+// deadlineVerb is what a deadline does, before its time: "fails the task
+// at", "approved automatically at", "cancels the task at", or "due at"
+// (only marks it overdue).
+func deadlineVerb(onTimeout string) string {
+	switch onTimeout {
+	case "fail":
+		return "fails the task at"
+	case "approve":
+		return "approved automatically at"
+	case "cancel":
+		return "cancels the task at"
+	}
+	return "due at"
+}
+
+// deadlineTitle explains the deadline for a tooltip.
+func deadlineTitle(onTimeout string) string {
+	switch onTimeout {
+	case "fail":
+		return "At its deadline the task fails unless someone decides first (retry raises it again)."
+	case "approve":
+		return "At its deadline it is approved automatically unless someone decides first."
+	case "cancel":
+		return "At its deadline the task is cancelled unless someone decides first."
+	}
+	return "Past its deadline it is marked overdue and stays open for a decision."
+}

@@ -163,9 +163,11 @@ type InboxItem struct {
 	Deadline *time.Time
 	DueIn    string
 	Overdue  bool
-	Level    int
-	Holder   string
-	Viewers  int
+	// OnTimeout is what the deadline does: fail, approve, cancel or none.
+	OnTimeout string
+	Level     int
+	Holder    string
+	Viewers   int
 }
 
 // --- new task ---
@@ -471,7 +473,9 @@ type PendingForm struct {
 	Deadline *time.Time
 	DueIn    string // "3 h", "overdue"
 	Overdue  bool
-	Level    int
+	// OnTimeout is what the deadline does: fail, approve, cancel or none.
+	OnTimeout string
+	Level     int
 	// ClaimedBy holds the claim; ClaimAction is the button the viewer
 	// gets: claim, release, take_over or none.
 	ClaimedBy     string

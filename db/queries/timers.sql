@@ -121,3 +121,9 @@ RETURNING task_id, seq;
 -- endpoint could take their deliveries.
 -- name: WebhookEndpointsExist :one
 SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE disabled_at IS NULL)::bool;
+
+-- TimerDeadlineActions is what the deadline of each of these interrupts
+-- does when it falls due (fail, approve, cancel, none), for the desk to say.
+-- name: TimerDeadlineActions :many
+SELECT interrupt_id, action FROM interrupt_timers
+WHERE what = 'deadline' AND interrupt_id = ANY(@interrupt_ids::uuid[]);

@@ -497,3 +497,27 @@ func (s *Store) audiences(ctx context.Context, q *dbsqlc.Queries, evs []timerEve
 	}
 	return nil
 }
+
+// DeadlineActions returns what the deadline of each interrupt does when it
+// falls due (fail, approve, cancel or none), by interrupt id; an interrupt
+// without a deadline timer (none, or it fired) is missing.
+func (s *Store) DeadlineActions(ctx context.Context, interruptIDs []string) (map[string]string, error) {
+	ids := make([]uuid.UUID, 0, len(interruptIDs))
+	for _, i := range interruptIDs {
+		if id, ok := parseID(i); ok {
+			ids = append(ids, id)
+		}
+	}
+	out := map[string]string{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.q.TimerDeadlineActions(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("deadline actions: %w", err)
+	}
+	for _, r := range rows {
+		out[r.InterruptID.String()] = r.Action
+	}
+	return out, nil
+}

@@ -335,6 +335,38 @@ func (q *Queries) TasksFail(ctx context.Context, arg TasksFailParams) error {
 	return err
 }
 
+const timerDeadlineActions = `-- name: TimerDeadlineActions :many
+SELECT interrupt_id, action FROM interrupt_timers
+WHERE what = 'deadline' AND interrupt_id = ANY($1::uuid[])
+`
+
+type TimerDeadlineActionsRow struct {
+	InterruptID uuid.UUID
+	Action      string
+}
+
+// TimerDeadlineActions is what the deadline of each of these interrupts
+// does when it falls due (fail, approve, cancel, none), for the desk to say.
+func (q *Queries) TimerDeadlineActions(ctx context.Context, interruptIds []uuid.UUID) ([]TimerDeadlineActionsRow, error) {
+	rows, err := q.db.Query(ctx, timerDeadlineActions, interruptIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []TimerDeadlineActionsRow{}
+	for rows.Next() {
+		var i TimerDeadlineActionsRow
+		if err := rows.Scan(&i.InterruptID, &i.Action); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const timerNextDue = `-- name: TimerNextDue :one
 SELECT due_at FROM interrupt_timers ORDER BY due_at LIMIT 1
 `

@@ -54,6 +54,7 @@ type Store interface {
 	ReleaseInterrupt(ctx context.Context, interruptID, who string, admin bool) (*graph.Interrupt, error)
 	RecordInterruptView(ctx context.Context, interruptID, viewer string) error
 	PresenceCounts(ctx context.Context, taskIDs []string) (map[string]int, error)
+	DeadlineActions(ctx context.Context, interruptIDs []string) (map[string]string, error)
 	Presence(ctx context.Context, taskID string) ([]string, error)
 	PresenceTouch(ctx context.Context, taskID, viewer, username string) error
 	PresenceLeave(ctx context.Context, taskID, viewer string) error

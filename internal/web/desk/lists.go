@@ -331,13 +331,23 @@ func (d *desk) loadInbox(ctx context.Context, q inboxQuery) (views.InboxBody, er
 	if err != nil {
 		return views.InboxBody{}, err
 	}
+	var due []string
+	for _, e := range entries {
+		if e.Deadline != nil {
+			due = append(due, e.ID)
+		}
+	}
+	onTimeout, err := d.s.store.DeadlineActions(ctx, due)
+	if err != nil {
+		return views.InboxBody{}, err
+	}
 	for _, e := range entries {
 		it := views.InboxItem{InterruptID: e.ID, TaskID: e.TaskID, TaskTitle: e.Task.Title,
 			Workflow: e.Task.Workflow, Node: e.Node, Kind: e.Kind, Title: e.Payload.Title,
 			Question: graph.Excerpt(e.Payload.Question, 200), Iteration: e.Iteration, Created: e.CreatedAt,
 			Waiting: waited(now.Sub(e.CreatedAt)), Deadline: e.Deadline, Overdue: e.Overdue,
 			Level: e.EscalationLevel, Holder: e.ClaimedBy, Viewers: viewers[e.TaskID],
-			CreatedBy: e.Task.CreatedBy, Via: strings.ToUpper(e.Task.Via), NotBy: d.notBy(e.Kind, e.Task.CreatedBy)}
+			CreatedBy: e.Task.CreatedBy, Via: strings.ToUpper(e.Task.Via), NotBy: d.notBy(e.Kind, e.Task.CreatedBy), OnTimeout: onTimeout[e.ID]}
 		if e.Deadline != nil {
 			it.DueIn = dueIn(e.Deadline.Sub(now))
 			it.Overdue = it.Overdue || !e.Deadline.After(now)

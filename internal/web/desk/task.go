@@ -41,6 +41,9 @@ type taskData struct {
 	decisions  []graph.Decision
 	checkpoint *graph.Checkpoint
 	pending    *graph.Interrupt
+	// deadlineAction is what the pending interrupt's deadline does (fail,
+	// approve, cancel, none; "" without one).
+	deadlineAction string
 	// approvals are the approvers so far of interrupts whose kind needs
 	// several, by interrupt id.
 	approvals map[string][]string
@@ -115,6 +118,13 @@ func (d *desk) loadTaskSince(ctx context.Context, id string, prev *taskData) (*t
 		if td.interrupts[i].Status == graph.InterruptPending {
 			td.pending = &td.interrupts[i]
 		}
+	}
+	if td.pending != nil && td.pending.Deadline != nil {
+		acts, err := st.DeadlineActions(ctx, []string{td.pending.ID})
+		if err != nil {
+			return nil, err
+		}
+		td.deadlineAction = acts[td.pending.ID]
 	}
 	return td, nil
 }
@@ -511,6 +521,9 @@ func (d *desk) pendingForm(td *taskData, itr *graph.Interrupt) *views.PendingFor
 		ClaimedBy: itr.ClaimedBy, PayloadSHA256: itr.PayloadSHA256}
 	if itr.Deadline != nil {
 		p.DueIn = dueIn(time.Until(*itr.Deadline))
+		if td.pending != nil && td.pending.ID == itr.ID {
+			p.OnTimeout = td.deadlineAction
+		}
 	}
 	for _, a := range itr.Payload.Actions {
 		switch a {
