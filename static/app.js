@@ -288,3 +288,19 @@
   document.addEventListener("htmx:oobAfterSwap", tick);
   setInterval(tick, 1000);
 })();
+
+// The top bar is sticky and wraps on a narrow screen: anchors (the inbox's
+// link to a decision, #decide) land below it, at its real height.
+(function () {
+  "use strict";
+  function measure() {
+    var bar = document.querySelector(".topbar");
+    if (bar) document.documentElement.style.setProperty("--topbar-h", Math.ceil(bar.getBoundingClientRect().height) + "px");
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    measure();
+    var target = location.hash && document.getElementById(location.hash.slice(1));
+    if (target) target.scrollIntoView();
+  });
+  window.addEventListener("resize", measure);
+})();

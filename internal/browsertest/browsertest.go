@@ -241,9 +241,21 @@ func (b *Tab) Console() func() []string {
 func (b *Tab) Screenshot(stage string) string {
 	b.T.Helper()
 	Eval[bool](b, `(window.scrollTo(0, 0), true)`)
+	return b.shoot(stage, chromedp.FullScreenshot(100))
+}
+
+// ScreenshotViewport saves what is in view now (the screen as a person
+// sees it, scrolled where it is) as a PNG and returns its path.
+func (b *Tab) ScreenshotViewport(stage string) string {
+	b.T.Helper()
+	return b.shoot(stage, chromedp.CaptureScreenshot())
+}
+
+func (b *Tab) shoot(stage string, shot chromedp.Action[[]byte]) string {
+	b.T.Helper()
 	ctx, cancel := context.WithTimeout(b.Ctx, 20*time.Second)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	png, err := chromedp.Run(ctx, shot)
 	if err != nil {
 		b.T.Fatalf("screenshot %s: %v", stage, err)
 	}

@@ -109,6 +109,9 @@ func (b *tab) texts(css string) string {
 
 func (b *tab) screenshot(stage string) { b.T.Helper(); b.Screenshot(stage) }
 
+// screenshotViewport saves what is in view now.
+func (b *tab) screenshotViewport(stage string) { b.T.Helper(); b.ScreenshotViewport(stage) }
+
 // liveOpen waits until the page's websocket is open.
 func (b *tab) liveOpen() {
 	b.T.Helper()
