@@ -84,7 +84,9 @@
     (root || document).querySelectorAll("time[datetime]:not([data-local])").forEach(function (t) {
       var d = new Date(t.getAttribute("datetime"));
       if (isNaN(d)) return;
-      var sameDay = d.toDateString() === now.toDateString();
+      // data-date: always with the date (lists of users, tokens, the
+      // audit trail are read across days).
+      var sameDay = d.toDateString() === now.toDateString() && !t.dataset.date;
       t.textContent = sameDay ? timeFmt.format(d) : dateFmt.format(d);
       t.title = d.toString();
       t.dataset.local = "1";

@@ -45,6 +45,19 @@ func (r Role) rank() int {
 // Valid reports whether r is one of Roles.
 func (r Role) Valid() bool { return r.rank() > 0 }
 
+// Article is the role with its indefinite article, as messages name a
+// principal's role: "an admin", "an operator", "a viewer", and "without a
+// role" for none.
+func (r Role) Article() string {
+	switch {
+	case r == "":
+		return "without a role"
+	case strings.ContainsRune("aeiou", rune(r[0])):
+		return "an " + string(r)
+	}
+	return "a " + string(r)
+}
+
 // Allows reports whether r includes min: an approver allows operator and
 // viewer, nothing allows more than admin, and an unknown role allows
 // nothing.

@@ -167,3 +167,14 @@ func TestPolicy(t *testing.T) {
 		t.Error(Progress(1, 2))
 	}
 }
+
+// TestRoleArticle: messages name a role with its article — "an operator",
+// never "a operator" (issue 27, item 11).
+func TestRoleArticle(t *testing.T) {
+	for role, want := range map[Role]string{RoleViewer: "a viewer", RoleOperator: "an operator",
+		RoleApprover: "an approver", RoleAdmin: "an admin", "": "without a role"} {
+		if got := role.Article(); got != want {
+			t.Errorf("%q.Article() = %q, want %q", role, got, want)
+		}
+	}
+}

@@ -165,7 +165,7 @@ func Progress(n, required int) string {
 func (d *Decider) MayDecide(p Principal, task *graph.Task, itr *graph.Interrupt) error {
 	switch {
 	case !p.Can(RoleApprover):
-		return forbidden("deciding interrupts needs the approver role; %s is a %s", p.Name, orNone(string(p.Role)))
+		return forbidden("deciding interrupts needs the approver role; %s is %s", p.Name, p.Role.Article())
 	case !p.MayDecide(itr.Kind):
 		return forbidden("%s may decide only %s interrupts, not %s", p.Name, strings.Join(p.Kinds, ", "), itr.Kind)
 	case !d.policy.MayDecideAt(p, itr.Kind, itr.EscalationLevel):

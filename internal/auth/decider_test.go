@@ -143,7 +143,8 @@ func TestDeciderRolesAndKinds(t *testing.T) {
 	for _, p := range []auth.Principal{user("vic", auth.RoleViewer), user("otto", auth.RoleOperator),
 		{Name: "token:ci", Role: auth.RoleOperator, Kind: auth.KindToken}} {
 		_, err := e.decider.Decide(ctx, p, task.ID, approve(itr.ID))
-		wantForbidden(t, err, "needs the approver role")
+		wantForbidden(t, err, "needs the approver role; "+p.Name+" is "+map[auth.Role]string{
+			auth.RoleViewer: "a viewer", auth.RoleOperator: "an operator"}[p.Role]) // not "a operator"
 		_, err = e.decider.Decide(ctx, p, task.ID, graph.DecisionInput{InterruptID: "garbage", Action: "nonsense"})
 		wantForbidden(t, err, "needs the approver role")
 	}

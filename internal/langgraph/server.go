@@ -197,11 +197,7 @@ func need(c echo.Context, role auth.Role, doing string) error {
 	if p.Can(role) {
 		return nil
 	}
-	who := string(p.Role)
-	if who == "" {
-		who = "no role"
-	}
-	return &apiError{Status: http.StatusForbidden, Detail: doing + " needs the " + string(role) + " role; " + p.Name + " is a " + who}
+	return &apiError{Status: http.StatusForbidden, Detail: doing + " needs the " + string(role) + " role; " + p.Name + " is " + p.Role.Article()}
 }
 
 // cors applies SPEC §14's CORS to the request; true when it answered a

@@ -165,7 +165,7 @@ func NewService(c Config) *Service {
 func (s *Service) Create(ctx context.Context, p auth.Principal, in CreateInput, via string) (Request, bool, string, error) {
 	if !p.Can(auth.RoleOperator) {
 		return Request{}, false, "", &auth.ForbiddenError{Reason: fmt.Sprintf(
-			"making approval requests needs the operator role; %s is a %s", p.Name, p.Role)}
+			"making approval requests needs the operator role; %s is %s", p.Name, p.Role.Article())}
 	}
 	n, err := s.normalize(ctx, in)
 	if err != nil {

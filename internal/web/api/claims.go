@@ -95,7 +95,7 @@ func (h *Handler) claimInterrupt(c echo.Context) error {
 	}
 	if req.TakeOver {
 		if !who.Can(auth.RoleAdmin) {
-			return &auth.ForbiddenError{Reason: "taking over a claim needs the admin role; " + who.Name + " is a " + string(who.Role)}
+			return &auth.ForbiddenError{Reason: "taking over a claim needs the admin role; " + who.Name + " is " + who.Role.Article()}
 		}
 		if req.Reason == "" {
 			return response.BadRequest("reason", "reason is required to take over a claim (it is audited)")

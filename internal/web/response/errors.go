@@ -256,12 +256,4 @@ func ForbiddenRole(p auth.Principal, min auth.Role) *Error {
 
 // Article is a role with its indefinite article ("an admin", "a viewer",
 // "without a role"), as messages name a principal's role.
-func Article(role string) string {
-	switch {
-	case role == "":
-		return "without a role"
-	case strings.ContainsRune("aeiou", rune(role[0])):
-		return "an " + role
-	}
-	return "a " + role
-}
+func Article(role string) string { return auth.Role(role).Article() }
