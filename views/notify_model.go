@@ -126,8 +126,13 @@ type EndpointRow struct {
 type DeliveryRow struct {
 	ID, Event, State, TaskID string
 	Created                  time.Time
-	Attempts                 []AttemptRow
+	// NextAt is when a pending delivery is tried next (zero otherwise).
+	NextAt   time.Time
+	Attempts []AttemptRow
 }
+
+// Pending reports whether the delivery waits for its next try.
+func (d DeliveryRow) Pending() bool { return d.State == "pending" && !d.NextAt.IsZero() }
 
 // AttemptRow is one attempt of a delivery.
 type AttemptRow struct {

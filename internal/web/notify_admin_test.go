@@ -100,6 +100,22 @@ func TestAdminWebhooks(t *testing.T) {
 	if m == nil || !strings.Contains(page, "https://93.184.216.34/hook") || !strings.Contains(page, "interrupt.raised") {
 		t.Fatalf("page lacks the endpoint or its delivery")
 	}
+	// A pending delivery says when it is tried next, and offers to try it
+	// now (issue 27, item 11).
+	if _, err := e.pool.Exec(ctx, "UPDATE outbox SET next_at = now() + interval '10 minutes'"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, page = e.getAs(t, &ann, "/admin/webhooks", nil)
+	if !strings.Contains(page, `class="next-try`) || !regexp.MustCompile(`next try <time datetime="[^"]+">`).MatchString(page) ||
+		!strings.Contains(page, ">Retry now</button>") {
+		t.Error("the pending delivery does not say its next try, or offers no Retry now")
+	}
+	if status, _, _ := e.postAs(t, &ann, "/admin/webhooks/deliveries/"+m[1]+"/redeliver", url.Values{}, postOpts{}); status != http.StatusSeeOther {
+		t.Fatalf("retry now: %d", status)
+	}
+	if dl, err := e.store.Delivery(ctx, m[1]); err != nil || dl.State != notify.StatePending || time.Until(dl.NextAt) > time.Second {
+		t.Fatalf("after retry now: %+v %v", dl, err)
+	}
 	if _, err := e.pool.Exec(ctx, "UPDATE outbox SET state = 'failed', next_at = now() + interval '1 day'"); err != nil {
 		t.Fatal(err)
 	}

@@ -59,6 +59,9 @@ func (d *desk) writeWebhooks(c echo.Context, status int, page views.WebhooksPage
 		}
 		for _, dl := range ds {
 			dr := views.DeliveryRow{ID: dl.ID, Event: dl.Event, State: dl.State, TaskID: dl.TaskID, Created: dl.CreatedAt}
+			if dl.State == notify.StatePending {
+				dr.NextAt = dl.NextAt
+			}
 			for _, a := range dl.Attempts {
 				dr.Attempts = append(dr.Attempts, views.AttemptRow{N: a.Attempt, At: a.At, DurationMS: a.DurationMS,
 					Status: a.StatusCode, OK: a.OK, Error: a.Error})
