@@ -57,6 +57,27 @@ func TestAnalyticsPageBrowser(t *testing.T) {
 		t.Errorf("alice's fast decisions: %q", got)
 	}
 	b.screenshot("analytics")
+	// At 1,366 px the tables fit their cards and the time chart fills its
+	// card (issue 27, item 11).
+	b.do(chromedp.EmulateViewport(1366, 900))
+	b.do(chromedp.Reload())
+	b.waitJS(`document.querySelector("#chart-trend svg")`, 10*time.Second)
+	for _, table := range []string{"#kinds", "#deciders"} {
+		// (The table scrolls inside its card when it must: what is cut
+		// is its scroll width beyond its box.)
+		over := eval[float64](b, `(function(){var t=document.querySelector(`+jsq(table)+`),c=t.closest(".card");`+
+			`return Math.max(t.scrollWidth - t.clientWidth, t.getBoundingClientRect().right - (c.getBoundingClientRect().right - parseFloat(getComputedStyle(c).paddingRight)))})()`)
+		if over > 1 {
+			t.Errorf("at 1366 px the %s table sticks %.0f px out of its card", table, over)
+		}
+	}
+	gap := eval[float64](b, `(function(){var s=document.querySelector("#chart-trend svg"),c=s.closest(".card"),cs=getComputedStyle(c);`+
+		`var inner=c.clientWidth-parseFloat(cs.paddingLeft)-parseFloat(cs.paddingRight);var r=s.getBoundingClientRect();`+
+		`return inner - r.width})()`)
+	if gap > 8 {
+		t.Errorf("at 1366 px the time chart leaves %.0f px of its card empty", gap)
+	}
+	b.screenshot("analytics-1366")
 
 	// The rejected figure of prd lists the one rejection.
 	b.click(`#kinds tr[data-kind="prd"] [data-field="rejected"] a`)
