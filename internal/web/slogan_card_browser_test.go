@@ -63,6 +63,10 @@ func TestSloganReviewCardOneForm(t *testing.T) {
 	}
 	b.decide(slogan.InterruptReview, "approve", "")
 	b.waitJS(`document.querySelector("main").dataset.taskStatus === "succeeded"`, 20*time.Second)
+	// The page open at the end shows the deliverable first too, live
+	// (issue 27, item 7).
+	b.waitJS(`!!document.querySelector('.deliverable[data-deliverable="slogan.txt"]')`, 10*time.Second)
+	b.screenshotViewport("finished-live")
 	b.do(chromedp.Navigate(env.base + "/tasks/" + task.ID))
 	b.waitJS(`document.querySelector("main[data-task]")`, 10*time.Second)
 	if !b.Exists(`.deliverable[data-deliverable="slogan.txt"]`) {

@@ -730,6 +730,18 @@ func (d *desk) snapParts(ctx context.Context, snap *taskSnap, evs []graph.Event,
 	if inbox {
 		parts = append(parts, snap.inbox)
 	}
+	for i := range evs {
+		if evs[i].Type == graph.EventTaskCompleted {
+			// A page open at the end shows the deliverable first, as one
+			// opened after does.
+			var buf bytes.Buffer
+			if err := views.DeliverableView(d.deliverable(snap.data), true).Render(ctx, &buf); err != nil {
+				return nil, false, false, err
+			}
+			parts = append(parts, buf.Bytes())
+			break
+		}
+	}
 	key := interruptKey(snap.data)
 	var meta bytes.Buffer
 	if err := views.LiveMeta(seq, string(snap.data.task.Status), key, true).Render(ctx, &meta); err != nil {
