@@ -239,9 +239,15 @@
     var n = Array.from(el.value).length;
     var msg = "";
     if (max && n > max) {
-      msg = "This is " + (n - max) + " characters over the limit of " + max + "; shorten it (nothing was cut).";
+      msg = "This is " + (n - max) + (n - max === 1 ? " character" : " characters") + " over the limit of " + max +
+        "; shorten it (nothing was cut).";
     }
     el.setCustomValidity(msg);
+    // The server's own message for the field, when the form came back with
+    // one, says it already: the counter then gives the count only (the
+    // message was shown twice), until the text changes.
+    var served = document.getElementById(el.id + "-error");
+    if (served && !el.dataset.edited) msg = "";
     if (out) {
       out.textContent = msg || (n + " of " + max + " characters");
       out.classList.toggle("over", !!msg);
@@ -250,7 +256,12 @@
   document.addEventListener("input", function (e) {
     var el = e.target;
     if (!el.dataset) return;
-    if (el.dataset.maxlength) check(el);
+    if (el.dataset.maxlength) {
+      el.dataset.edited = "1";
+      var served = document.getElementById(el.id + "-error");
+      if (served) served.remove();
+      check(el);
+    }
     if (el.dataset.patternMessage && !el.validationMessage.startsWith("This is ")) {
       el.setCustomValidity("");
       if (el.validity.patternMismatch) el.setCustomValidity(el.dataset.patternMessage);

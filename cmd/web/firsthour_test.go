@@ -189,7 +189,7 @@ func TestFirstHourInTheBrowser(t *testing.T) {
 		if got := bt.Eval[string](b, `document.querySelector('input[name="input.name"]').value`); got != long {
 			t.Errorf("the browser cut the input to %d characters", len(got))
 		}
-		if got := b.Text(`[data-count-for="f-in-name"]`); !strings.Contains(got, "1 characters over the limit of 100") {
+		if got := b.Text(`[data-count-for="f-in-name"]`); !strings.Contains(got, "This is 1 character over the limit of 100") {
 			t.Errorf("over-limit message: %q", got)
 		}
 		b.Screenshot("over-limit")
