@@ -16,7 +16,7 @@ import (
 // moves without a reload).
 func TestDeadlineSaysWhatHappens(t *testing.T) {
 	t.Parallel()
-	env := newDeskEnv(t)
+	env := setup(t, withRunner())
 	ctx := context.Background()
 	b := env.openTab(t, "ada")
 	b.do(chromedp.EmulateViewport(1366, 900))

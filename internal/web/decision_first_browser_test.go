@@ -16,7 +16,7 @@ import (
 // sticky header.
 func TestDecisionCardInView(t *testing.T) {
 	t.Parallel()
-	env := newDeskEnv(t)
+	env := setup(t, withRunner())
 	id := env.createFeature("Export reports as CSV")
 	env.waitPending(id, "prd")
 	b := env.openTab(t, "ada")

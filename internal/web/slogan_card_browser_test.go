@@ -25,14 +25,14 @@ func TestSloganReviewCardOneForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := newDeskEnv(t, sw)
+	env := setup(t, withRunner(sw))
 	task, err := env.engine.Create(context.Background(), graph.NewTask{Workflow: slogan.Name, Title: "Night tea",
 		Input: json.RawMessage(`{"user_input": "Organic tea for night owls"}`), Options: json.RawMessage(`{"human_reviewer": true}`),
 		CreatedBy: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	env.run.Wake()
+	env.wake()
 	env.waitPending(task.ID, slogan.InterruptReview)
 	b := env.openTab(t, "ada")
 	b.do(chromedp.EmulateViewport(1366, 900))

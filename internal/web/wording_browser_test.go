@@ -17,7 +17,7 @@ import (
 // pages show dates (today's too), not a bare time of day.
 func TestWordingAndDates(t *testing.T) {
 	t.Parallel()
-	env := newDeskEnv(t)
+	env := setup(t, withRunner())
 	id := env.createFeature("Wording")
 	env.waitPending(id, "prd")
 	b := env.openTab(t, "ada")
