@@ -96,8 +96,13 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	defer pool.Close()
-	store := postgres.NewStore(pool)
-	authSvc := auth.NewService(auth.Config{Store: store, BootstrapToken: cfg.BootstrapToken,
+	// base is the store without hooks. The parts of the replica its
+	// commits tell (the metrics, the sender, the timekeeper) work through
+	// a store themselves, so they are built over base (or a Store With
+	// fewer hooks), and the store the engine, the workers and the server
+	// use is base With all of them (below): no setter, no cycle.
+	base := postgres.NewStore(pool, postgres.Options{})
+	authSvc := auth.NewService(auth.Config{Store: base, BootstrapToken: cfg.BootstrapToken,
 		SessionIdle: cfg.Auth.SessionIdle, SessionMax: cfg.Auth.SessionMax, Logger: log.With("component", "auth"),
 		LocalLoginOff: !cfg.SSO.LocalLogin, BreakGlassUser: cfg.SSO.BreakGlassUser})
 	generated, err := authSvc.EnsureAdmin(ctx, cfg.AdminPassword)
@@ -113,25 +118,25 @@ func (s *Server) Run(ctx context.Context) error {
 		log.Warn("created the admin user with a generated password, shown this once; "+how+
 			"; or set GATEHOUSE_ADMIN_PASSWORD", "username", auth.AdminUser, "password", generated)
 	}
-	ssoClient := startSSO(ctx, cfg, store, log.With("component", "sso"))
+	ssoClient := startSSO(ctx, cfg, base, log.With("component", "sso"))
 	defer ssoClient.Stop()
 	// The chores run until shutdown stops them, first, and waits for
 	// them: no statement of theirs is in flight when the pool closes.
 	chores := maintenance.Group{
 		maintenance.SessionPrune(authSvc, log.With("component", "auth")),
-		maintenance.AnalyticsFold(store, log.With("component", "analytics")),
+		maintenance.AnalyticsFold(base, log.With("component", "analytics")),
 	}
 	if cfg.HistoryRetention > 0 {
 		log.Info("checkpoint history retention", "retention", cfg.HistoryRetention)
-		chores = append(chores, maintenance.HistoryRetention(store, cfg.HistoryRetention, log.With("component", "retention")))
+		chores = append(chores, maintenance.HistoryRetention(base, cfg.HistoryRetention, log.With("component", "retention")))
 	}
 	if cfg.OutboxRetention > 0 {
 		log.Info("notification retention", "retention", cfg.OutboxRetention)
-		chores = append(chores, maintenance.OutboxRetention(store, cfg.OutboxRetention, log.With("component", "retention")))
+		chores = append(chores, maintenance.OutboxRetention(base, cfg.OutboxRetention, log.With("component", "retention")))
 	}
 	chores.Start(context.WithoutCancel(ctx))
 	defer chores.Stop()
-	notifier := store.Notifier(log.With("component", "notify"))
+	notifier := base.Notifier(log.With("component", "notify"))
 	notifier.Start()
 	defer func() {
 		grace, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -142,12 +147,11 @@ func (s *Server) Run(ctx context.Context) error {
 	}()
 	// Metrics come from the events the engine and the store commit, the
 	// provider's calls and the checkpoint writes (internal/metrics).
-	met := metrics.New(metrics.Config{Reader: store, PendingInterrupts: store.PendingInterruptCounts,
-		PendingStats: pendingStats(store), Logger: log.With("component", "metrics")})
+	met := metrics.New(metrics.Config{Reader: base, PendingInterrupts: base.PendingInterruptCounts,
+		PendingStats: pendingStats(base), Logger: log.With("component", "metrics")})
 	metCtx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopMetrics()
 	go met.Run(metCtx)
-	store.AddSink(met)
 	provider := met.Provider(s.provider)
 	workflows, err := s.builtinWorkflows(provider)
 	if err != nil {
@@ -159,20 +163,24 @@ func (s *Server) Run(ctx context.Context) error {
 	// below.
 	hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHub()
-	hub := live.NewHub(cfg.DatabaseURL, store, log.With("component", "live"))
-	// Deadlines, reminders and escalations (SPEC §11) fire on whichever
-	// replica's keeper takes them first; each wakes for timers raised here
-	// at once, and for those raised elsewhere through the hub.
-	keeper := timekeeper.New(store, cfg.Auth.Policy, log.With("component", "timers"))
-	store.OnTimer(keeper.Poke)
-	hub.OnNotify(postgres.ChannelTimers, keeper.PokePayload)
+	hub := live.NewHub(cfg.DatabaseURL, base, log.With("component", "live"))
 	hubDone := make(chan struct{})
 	go func() { defer close(hubDone); hub.Run(hubCtx) }()
 	defer func() { stopHub(); <-hubDone }()
-	// Notifications: configured on the store before anything commits.
-	sender := newSender(cfg, store, log)
+	// Notifications: the sender reads and records through base; the
+	// commits of the keeper's store and of store write deliveries and hand
+	// them to it.
+	sender, outbox := newSender(cfg, base, log)
 	hub.OnOutbox(sender.Wake)
 	sender.Start()
+	// Deadlines, reminders and escalations (SPEC §11) fire on whichever
+	// replica's keeper takes them first; each wakes for timers raised here
+	// at once (store's OnTimer), and for those raised elsewhere through the
+	// hub. The keeper's own store writes its firings' notifications and
+	// needs no poke: the keeper reads the next timer after firing.
+	keeper := timekeeper.New(base.With(postgres.Options{Outbox: outbox}), cfg.Auth.Policy, log.With("component", "timers"))
+	hub.OnNotify(postgres.ChannelTimers, keeper.PokePayload)
+	store := base.With(postgres.Options{Outbox: outbox, Sinks: []graph.EventSink{met}, OnTimer: keeper.Poke})
 	// The hub is the engine's sink too: this replica's own events reach its
 	// websockets straight from the commit.
 	engine, err := graph.NewEngine(met.Checkpointer(store), workflows, graph.WithLogger(log), graph.WithSink(hub),
@@ -269,11 +277,11 @@ func (s *Server) builtinWorkflows(p llm.Provider) ([]graph.Workflow, error) {
 	return builtin.Workflows(p, s.cfg.LLM)
 }
 
-// newSender wires the notifications (SPEC §12): what the store writes to
-// the outbox in each event's transaction, and the sender that delivers it
-// by webhook, email and Slack, woken by this replica's commits and by the
-// NOTIFYs of the others (hub.OnOutbox).
-func newSender(cfg config.Config, store *postgres.Store, log *slog.Logger) *notify.Sender {
+// newSender wires the notifications (SPEC §12): the sender that delivers
+// the outbox by webhook, email and Slack, woken by this replica's commits
+// and by the NOTIFYs of the others (hub.OnOutbox), and what the store's
+// commits write to the outbox in each event's transaction, handed to it.
+func newSender(cfg config.Config, store *postgres.Store, log *slog.Logger) (*notify.Sender, postgres.Outbox) {
 	n := cfg.Notify
 	channels := map[string]notify.Channel{
 		notify.ChannelWebhook: notify.NewWebhooks(store, api.WebhookBody(n.PublicURL), n.WebhookAllowPrivate),
@@ -295,9 +303,8 @@ func newSender(cfg config.Config, store *postgres.Store, log *slog.Logger) *noti
 	}
 	s := notify.NewSender(notify.Config{Store: store, Channels: channels, Scale: n.WebhookBackoffScale,
 		Logger: log.With("component", "notify")})
-	store.SetOutbox(postgres.Outbox{Email: channels[notify.ChannelEmail] != nil, Slack: channels[notify.ChannelSlack] != nil,
-		Audience: postgres.PolicyAudience(cfg.Auth.Policy)}.WithSender(s))
-	return s
+	return s, postgres.Outbox{Email: channels[notify.ChannelEmail] != nil, Slack: channels[notify.ChannelSlack] != nil,
+		Audience: postgres.PolicyAudience(cfg.Auth.Policy)}.WithSender(s)
 }
 
 // interruptKinds lists the kinds of the workflows' gates, and questions.

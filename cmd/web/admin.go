@@ -91,7 +91,7 @@ func authService(ctx context.Context, getenv func(string) string) (*auth.Service
 	if err != nil {
 		return nil, nil, err
 	}
-	svc := auth.NewService(auth.Config{Store: postgres.NewStore(pool), SessionIdle: cfg.Auth.SessionIdle,
+	svc := auth.NewService(auth.Config{Store: postgres.NewStore(pool, postgres.Options{}), SessionIdle: cfg.Auth.SessionIdle,
 		SessionMax: cfg.Auth.SessionMax})
 	return svc, pool.Close, nil
 }

@@ -55,7 +55,7 @@ func TestUsersCommands(t *testing.T) {
 	ok("a-newer-password\n", "users", "passwd", "bob")
 
 	// The password works, the actor is in the audit trail.
-	svc := auth.NewService(auth.Config{Store: postgres.NewStore(mustPool(t, url))})
+	svc := auth.NewService(auth.Config{Store: postgres.NewStore(mustPool(t, url), postgres.Options{})})
 	ctx := context.Background()
 	if _, err := svc.Login(ctx, "alice", "s3cret-password", "cli-test", "go"); err != nil {
 		t.Fatalf("alice's password: %v", err)
@@ -117,7 +117,7 @@ func TestTokensCommands(t *testing.T) {
 	if !strings.HasPrefix(secret, "gatehouse_") || strings.Contains(secret, "\n") || !strings.Contains(errOut, "shown this once") {
 		t.Fatalf("create printed %q / %q", out, errOut)
 	}
-	svc := auth.NewService(auth.Config{Store: postgres.NewStore(mustPool(t, url))})
+	svc := auth.NewService(auth.Config{Store: postgres.NewStore(mustPool(t, url), postgres.Options{})})
 	ctx := context.Background()
 	p, err := svc.Bearer(ctx, secret)
 	if err != nil || p.Name != "token:ci-bot" || p.Role != auth.RoleOperator {
@@ -176,7 +176,7 @@ func TestE2EAdminPassword(t *testing.T) {
 	if strings.Contains(p2.Logs(), "created the admin user") {
 		t.Fatalf("a second start generated a password again:\n%s", p2.Logs())
 	}
-	svc := auth.NewService(auth.Config{Store: postgres.NewStore(d.pool)})
+	svc := auth.NewService(auth.Config{Store: postgres.NewStore(d.pool, postgres.Options{})})
 	ctx := context.Background()
 	if _, err := svc.Login(ctx, "admin", m[1], "e2e", "go"); err != nil {
 		t.Fatalf("the logged password: %v", err)

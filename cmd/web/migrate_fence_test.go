@@ -18,7 +18,7 @@ const fenceOnCheckpointVersion = 101
 func TestMigrationFenceOnCheckpointResumesWaitingTasks(t *testing.T) {
 	r := newMigrationRig(t)
 	ctx, pool := r.ctx, r.pool
-	store := postgres.NewStore(pool)
+	store := postgres.NewStore(pool, postgres.Options{})
 	e := r.engine(t, store)
 	claim := func(id string) int64 {
 		t.Helper()

@@ -16,7 +16,7 @@ const seqOnCheckpointVersion = 100
 func TestMigrationEventSeqResumesWaitingTasks(t *testing.T) {
 	r := newMigrationRig(t)
 	ctx, pool := r.ctx, r.pool
-	e := r.engine(t, postgres.NewStore(pool))
+	e := r.engine(t, postgres.NewStore(pool, postgres.Options{}))
 	tasks := runToGates(ctx, t, e, gateTasks(t), nil)
 	lastSeq := func(id string) (n int64) {
 		if err := pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM task_events WHERE task_id = $1`, id).Scan(&n); err != nil {
@@ -36,7 +36,7 @@ func TestMigrationEventSeqResumesWaitingTasks(t *testing.T) {
 		}
 	}
 	r.migrateUp(t)
-	e = r.engine(t, postgres.NewStore(pool))
+	e = r.engine(t, postgres.NewStore(pool, postgres.Options{}))
 	for _, w := range tasks {
 		decideAndRun(ctx, t, e, w, nil)
 		var n, seq int64

@@ -31,7 +31,7 @@ const stateBlobsVersion = 50
 func TestMigrationStateBlobsResumesWaitingTasks(t *testing.T) {
 	r := newMigrationRig(t)
 	ctx, pool := r.ctx, r.pool
-	store := postgres.NewStore(pool)
+	store := postgres.NewStore(pool, postgres.Options{})
 	e := r.engine(t, store)
 
 	// A long text makes the fields that carry it large (> 2 KB).
@@ -85,7 +85,7 @@ func TestMigrationStateBlobsResumesWaitingTasks(t *testing.T) {
 	}
 
 	r.migrateUp(t)
-	e = r.engine(t, postgres.NewStore(pool))
+	e = r.engine(t, postgres.NewStore(pool, postgres.Options{}))
 	for _, w := range tasks {
 		decideAndRun(ctx, t, e, w, nil)
 	}

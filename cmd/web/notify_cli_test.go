@@ -34,7 +34,7 @@ func TestUsersEmailAndSlack(t *testing.T) {
 		!regexp.MustCompile(`bob\s+approver\s+all\s+active\s+bob@example.org\s+U024BE7LH`).MatchString(out) {
 		t.Errorf("list:\n%s", out)
 	}
-	st := postgres.NewStore(mustPool(t, url))
+	st := postgres.NewStore(mustPool(t, url), postgres.Options{})
 	u, err := st.UserBySlack(context.Background(), "U024BE7LH")
 	if err != nil || u.Username != "bob" {
 		t.Fatalf("by slack: %+v %v", u, err)

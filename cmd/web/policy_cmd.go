@@ -41,7 +41,7 @@ func cmdPolicy(ctx context.Context, args []string, getenv func(string) string, s
 			return err
 		}
 		defer pool.Close()
-		missing, err := preflight.MissingPolicyUsers(ctx, postgres.NewStore(pool), p)
+		missing, err := preflight.MissingPolicyUsers(ctx, postgres.NewStore(pool, postgres.Options{}), p)
 		if err != nil {
 			return err
 		}

@@ -70,7 +70,7 @@ func cmdPrune(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer pool.Close()
 	before := time.Now().Add(-olderThan.d)
-	out, err := postgres.NewStore(pool).PruneHistory(ctx, postgres.HistoryPrune{Before: before, DryRun: *dryRun,
+	out, err := postgres.NewStore(pool, postgres.Options{}).PruneHistory(ctx, postgres.HistoryPrune{Before: before, DryRun: *dryRun,
 		Actor: cliActor(getenv)})
 	ended := before.UTC().Format(time.RFC3339)
 	switch {

@@ -235,7 +235,7 @@ func cmdRun(ctx context.Context, args []string, getenv func(string) string, stdi
 		return err
 	}
 	defer pool.Close()
-	store := postgres.NewStore(pool)
+	store := postgres.NewStore(pool, postgres.Options{})
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
 	// No background notifier: announcements go out with each commit, and

@@ -279,7 +279,7 @@ func TestRunSeveralApprovals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := postgres.NewStore(b.pool)
+	store := postgres.NewStore(b.pool, postgres.Options{})
 	engine, err := graph.NewEngine(store, workflows)
 	if err != nil {
 		t.Fatal(err)

@@ -59,7 +59,7 @@ func cmdTasks(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	found, err := preflight.Definitions(ctx, postgres.NewStore(pool), workflows)
+	found, err := preflight.Definitions(ctx, postgres.NewStore(pool, postgres.Options{}), workflows)
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,7 @@ func TestCheckDefinitions(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
 	ctx := context.Background()
-	store := postgres.NewStore(d.pool)
+	store := postgres.NewStore(d.pool, postgres.Options{})
 	v1, err := graph.NewEngine(store, []graph.Workflow{graphtest.Review(1)})
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func TestTasksCheckCommand(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
 	ctx := context.Background()
-	store := postgres.NewStore(d.pool)
+	store := postgres.NewStore(d.pool, postgres.Options{})
 	provider, err := builtin.Provider(config.LLM{Provider: "scripted"}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

@@ -89,7 +89,7 @@ func cmdWebhooks(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	defer pool.Close()
-	store := postgres.NewStore(pool)
+	store := postgres.NewStore(pool, postgres.Options{})
 	actor := cliActor(getenv)
 	switch sub {
 	case "add":

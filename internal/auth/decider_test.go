@@ -66,7 +66,7 @@ type deciderEnv struct {
 
 func newDeciderEnv(t *testing.T, policy auth.Policy) *deciderEnv {
 	t.Helper()
-	store := postgres.NewStore(pgtest.NewPool(t))
+	store := postgres.NewStore(pgtest.NewPool(t), postgres.Options{})
 	engine, err := graph.NewEngine(store, []graph.Workflow{shipGraph(t)})
 	if err != nil {
 		t.Fatal(err)

@@ -44,7 +44,7 @@ const bootstrapToken = "test-bootstrap-token-0123456789"
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	store := postgres.NewStore(pgtest.NewPool(t))
+	store := postgres.NewStore(pgtest.NewPool(t), postgres.Options{})
 	c := &clock{t: time.Now()}
 	svc := auth.NewService(auth.Config{Store: store, BootstrapToken: bootstrapToken, SessionIdle: time.Hour,
 		SessionMax: 24 * time.Hour, Now: c.now})
@@ -408,7 +408,7 @@ func flipLast(s string) string {
 // break-glass sign-in too. API tokens are unchanged.
 func TestLocalLoginOff(t *testing.T) {
 	t.Parallel()
-	store := postgres.NewStore(pgtest.NewPool(t))
+	store := postgres.NewStore(pgtest.NewPool(t), postgres.Options{})
 	ctx := context.Background()
 	svc := auth.NewService(auth.Config{Store: store, LocalLoginOff: true, BreakGlassUser: " Keyholder "})
 	for _, name := range []string{"keyholder", "alice"} {

@@ -26,6 +26,7 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/requests"
 	"github.com/gatehousehq/gatehouse/internal/runner"
 	"github.com/gatehousehq/gatehouse/internal/web"
+	"github.com/gatehousehq/gatehouse/internal/web/api"
 	"github.com/gatehousehq/gatehouse/internal/workflows/request"
 )
 
@@ -47,6 +48,14 @@ type stack struct {
 
 func newStack(b *testing.B, workers int) *stack {
 	b.Helper()
+	return newStackHanding(b, workers, false)
+}
+
+// newStackHanding is newStack whose store, when handing, hands the
+// deliveries its commits write to the stack's sender (made here, started
+// by withWebhook's start), as serve's does.
+func newStackHanding(b *testing.B, workers int, handing bool) *stack {
+	b.Helper()
 	url := pgtest.NewDB(b)
 	pc, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -59,7 +68,13 @@ func newStack(b *testing.B, workers int) *stack {
 		b.Fatal(err)
 	}
 	b.Cleanup(pool.Close)
-	store := postgres.NewStore(pool)
+	store := postgres.NewStore(pool, postgres.Options{})
+	var sender *notify.Sender
+	if handing {
+		sender = notify.NewSender(notify.Config{Store: store, Channels: map[string]notify.Channel{
+			notify.ChannelWebhook: notify.NewWebhooks(store, api.WebhookBody(""), true)}})
+		store = store.With(postgres.Options{Outbox: postgres.Outbox{}.WithSender(sender)})
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	store.StartNotifier(ctx, nil)
 	hub := live.NewHub(url, store, nil)
@@ -91,7 +106,7 @@ func newStack(b *testing.B, workers int) *stack {
 		r.Stop(sctx)
 		cancel()
 	})
-	return &stack{pool: pool, store: store, url: url, engine: e, reqs: reqs, base: "http://" + addr.String()}
+	return &stack{pool: pool, store: store, url: url, engine: e, reqs: reqs, base: "http://" + addr.String(), sender: sender}
 }
 
 // analyze refreshes the planner's statistics of the stack's database, as

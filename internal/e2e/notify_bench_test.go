@@ -18,7 +18,6 @@ import (
 
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/notify"
-	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/web/api"
 )
 
@@ -46,7 +45,8 @@ func newHookSink(b *testing.B) *hookSink {
 }
 
 // withWebhook adds an endpoint to s pointing at a new sink; start runs
-// the sender that delivers to it.
+// the sender that delivers to it (the stack's, when its store hands it the
+// deliveries; else a new one, which claims them).
 func (s *stack) withWebhook(b *testing.B) (*hookSink, func()) {
 	b.Helper()
 	sink := newHookSink(b)
@@ -60,10 +60,11 @@ func (s *stack) withWebhook(b *testing.B) (*hookSink, func()) {
 		b.Fatal(err)
 	}
 	return sink, func() {
-		sender := notify.NewSender(notify.Config{Store: s.store, Channels: map[string]notify.Channel{
-			notify.ChannelWebhook: notify.NewWebhooks(s.store, api.WebhookBody(""), true)}})
-		s.sender = sender
-		s.store.SetOutbox(postgres.Outbox{}.WithSender(sender))
+		if s.sender == nil {
+			s.sender = notify.NewSender(notify.Config{Store: s.store, Channels: map[string]notify.Channel{
+				notify.ChannelWebhook: notify.NewWebhooks(s.store, api.WebhookBody(""), true)}})
+		}
+		sender := s.sender
 		sender.Start()
 		b.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -156,7 +157,7 @@ func BenchmarkOutboxApproval(b *testing.B) {
 	// ms), which must stay small beside the chunk it spills into.
 	const tasks, chunks, minPer = 16, 4, 20
 	without := newStack(b, 16)
-	with := newStack(b, 16)
+	with := newStackHanding(b, 16, true)
 	sink, start := with.withWebhook(b)
 	start()
 	cw, cx := newCycler(b, without, tasks), newCycler(b, with, tasks)

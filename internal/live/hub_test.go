@@ -30,7 +30,7 @@ func newStore(t *testing.T) (string, *pgxpool.Pool, *postgres.Store, *graph.Engi
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	store := postgres.NewStore(pool)
+	store := postgres.NewStore(pool, postgres.Options{})
 	e, err := graph.NewEngine(store, []graph.Workflow{graphtest.Linear(5)})
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +143,7 @@ func TestHubRunEndsWithItsContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	hub := live.NewHub(url, postgres.NewStore(pool), nil)
+	hub := live.NewHub(url, postgres.NewStore(pool, postgres.Options{}), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	ended := make(chan struct{})
 	go func() { hub.Run(ctx); close(ended) }()

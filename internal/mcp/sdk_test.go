@@ -54,7 +54,7 @@ func tokens(t *testing.T, dbURL string) (operator, viewer string) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	svc := auth.NewService(auth.Config{Store: postgres.NewStore(pool)})
+	svc := auth.NewService(auth.Config{Store: postgres.NewStore(pool, postgres.Options{})})
 	ctx := context.Background()
 	operator, _, err = svc.CreateToken(ctx, "test", "agent", auth.RoleOperator)
 	if err != nil {

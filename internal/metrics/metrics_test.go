@@ -86,7 +86,7 @@ func TestFeatureRunMetrics(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	store := postgres.NewStore(pgtest.NewPool(t))
+	store := postgres.NewStore(pgtest.NewPool(t), postgres.Options{})
 	m := metrics.New(metrics.Config{Reader: store, PendingInterrupts: store.PendingInterruptCounts,
 		PendingStats: func(ctx context.Context) (map[string]metrics.PendingStat, error) {
 			st, err := store.PendingInterruptStats(ctx)
@@ -98,7 +98,9 @@ func TestFeatureRunMetrics(t *testing.T) {
 		},
 		InterruptKinds: []string{feature.GatePRD, feature.GatePlan, feature.GateMerge}})
 	go m.Run(ctx)
-	store.AddSink(m)
+	// The store the engine commits through tells m of what it commits on
+	// its own (a cancel), as serve's does.
+	store = store.With(postgres.Options{Sinks: []graph.EventSink{m}})
 	open := 3
 	m.WatchWebsockets(func() int { return open })
 

@@ -23,7 +23,7 @@ import (
 func TestSenderSendsHandedBurst(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
-	store := postgres.NewStore(pool)
+	store := postgres.NewStore(pool, postgres.Options{})
 	ctx := context.Background()
 	var got, inFlight, most atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -44,7 +44,7 @@ func TestSenderSendsHandedBurst(t *testing.T) {
 	}
 	sender := notify.NewSender(notify.Config{Store: store, InFlight: 4, PerDestination: 2, HandLease: time.Minute,
 		Poll: time.Hour, Channels: map[string]notify.Channel{notify.ChannelWebhook: notify.NewWebhooks(store, body, true)}})
-	store.SetOutbox(postgres.Outbox{}.WithSender(sender))
+	store = store.With(postgres.Options{Outbox: postgres.Outbox{}.WithSender(sender)})
 	sender.Start()
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -89,7 +89,7 @@ func TestSenderSendsHandedBurst(t *testing.T) {
 func TestSenderHandsBackOnStop(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
-	store := postgres.NewStore(pool)
+	store := postgres.NewStore(pool, postgres.Options{})
 	ctx := context.Background()
 	if _, err := store.AddEndpoint(ctx, notify.Endpoint{URL: "http://127.0.0.1:1/hook", Secret: notify.NewSecret()}, "test"); err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestSenderHandsBackOnStop(t *testing.T) {
 	// Never started: what it is handed waits, as it would for a slot.
 	sender := notify.NewSender(notify.Config{Store: store, HandLease: time.Hour,
 		Channels: map[string]notify.Channel{notify.ChannelWebhook: notify.NewWebhooks(store, nil, true)}})
-	store.SetOutbox(postgres.Outbox{}.WithSender(sender))
+	store = store.With(postgres.Options{Outbox: postgres.Outbox{}.WithSender(sender)})
 	e, err := graph.NewEngine(store, []graph.Workflow{graphtest.GateCycle()})
 	if err != nil {
 		t.Fatal(err)

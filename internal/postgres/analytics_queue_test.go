@@ -43,7 +43,7 @@ func TestAnalyticsDecisionQueued(t *testing.T) {
 	if n, u := count(t, pool, `SELECT count(*) FROM analytics_deltas WHERE what = 'closed'`), count(t, pool, undecided); n != u || n == count(t, pool, `SELECT count(*) FROM interrupts WHERE status <> 'pending'`) {
 		t.Errorf("%d closing deltas written before the fold, want one per expired or cancelled interrupt (%d)", n, u)
 	}
-	if _, err := postgres.NewStore(pool).Analytics(context.Background(), mustFilter(t, "2026-01-05", "2026-01-08", "", "")); err != nil {
+	if _, err := postgres.NewStore(pool, postgres.Options{}).Analytics(context.Background(), mustFilter(t, "2026-01-05", "2026-01-08", "", "")); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(t, pool, `SELECT count(*) FROM analytics_decision_queue`) + count(t, pool, `SELECT count(*) FROM analytics_deltas`); n != 0 {

@@ -70,7 +70,7 @@ func TestAnalyticsFoldedEach(t *testing.T) {
 	report := func(seed func(testing.TB, *pgxpool.Pool)) map[string]any {
 		pool := pgtest.NewPool(t)
 		seed(t, pool)
-		r, err := postgres.NewStore(pool).Analytics(ctx, mustFilter(t, "2026-01-05", "2026-01-08", "", ""))
+		r, err := postgres.NewStore(pool, postgres.Options{}).Analytics(ctx, mustFilter(t, "2026-01-05", "2026-01-08", "", ""))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +95,7 @@ func TestAnalyticsExact(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
 	analyticstest.Seed(t, pool)
-	store := postgres.NewStore(pool)
+	store := postgres.NewStore(pool, postgres.Options{})
 	ctx := context.Background()
 
 	r, err := store.Analytics(ctx, mustFilter(t, "2026-01-05", "2026-01-08", "", ""))
@@ -305,7 +305,7 @@ func TestAnalyticsExact(t *testing.T) {
 // nulls.
 func TestAnalyticsEmpty(t *testing.T) {
 	t.Parallel()
-	store := postgres.NewStore(pgtest.NewPool(t))
+	store := postgres.NewStore(pgtest.NewPool(t), postgres.Options{})
 	r, err := store.Analytics(context.Background(), mustFilter(t, "", "", "", ""))
 	if err != nil {
 		t.Fatal(err)

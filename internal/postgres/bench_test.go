@@ -276,7 +276,7 @@ func replay(c *graph.Commit, id string) *graph.Commit {
 func newStore(b *testing.B, pool *pgxpool.Pool) *postgres.Store {
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
-	s := postgres.NewStore(pool)
+	s := postgres.NewStore(pool, postgres.Options{})
 	s.StartNotifier(ctx, nil)
 	return s
 }

@@ -40,7 +40,7 @@ func TestClaimCarriesTheSnapshot(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
 	ctx := context.Background()
-	store := postgres.NewStore(pool)
+	store := postgres.NewStore(pool, postgres.Options{})
 	e, err := graph.NewEngine(store, []graph.Workflow{graphtest.GateCycle(), graphtest.Linear(3), sizedGraph(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +68,7 @@ func TestClaimCarriesTheSnapshot(t *testing.T) {
 	time.Sleep(10 * time.Millisecond) // the first claims' leases expire
 
 	// A store of its own: no blob of the large task is cached.
-	claims, err := postgres.NewStore(pool).Claim(ctx, "w1", 8, time.Minute)
+	claims, err := postgres.NewStore(pool, postgres.Options{}).Claim(ctx, "w1", 8, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestClaimCarriesTheSnapshot(t *testing.T) {
 			t.Errorf("%s: claim without a snapshot", what)
 			continue
 		}
-		got, err := postgres.NewStore(pool).LoadRun(ctx, c.TaskID)
+		got, err := postgres.NewStore(pool, postgres.Options{}).LoadRun(ctx, c.TaskID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,7 +16,7 @@ import (
 // and folds.
 func TestRowCountsFollowTheRows(t *testing.T) {
 	pool := pgtest.NewPool(t)
-	store := postgres.NewStore(pool)
+	store := postgres.NewStore(pool, postgres.Options{})
 	e, err := graph.NewEngine(store, []graph.Workflow{testGraph(t)})
 	if err != nil {
 		t.Fatal(err)

@@ -42,7 +42,7 @@ func mergeGate() *graph.Graph[graphtest.LinearState] {
 // pending.
 func TestInboxPage(t *testing.T) {
 	t.Parallel()
-	store := postgres.NewStore(pgtest.NewPool(t))
+	store := postgres.NewStore(pgtest.NewPool(t), postgres.Options{})
 	ctx := context.Background()
 	// The clock stands still while tasks are raised, then moves: three
 	// interrupts share an instant, the others come later.

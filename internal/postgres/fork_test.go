@@ -19,7 +19,7 @@ import (
 func TestForkThroughStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := postgres.NewStore(pgtest.NewPool(t))
+	store := postgres.NewStore(pgtest.NewPool(t), postgres.Options{})
 	e, err := graph.NewEngine(store, []graph.Workflow{testGraph(t)})
 	if err != nil {
 		t.Fatal(err)

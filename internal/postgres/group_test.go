@@ -19,7 +19,7 @@ func TestGroupCommitIsolatesLeaseLost(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	store := postgres.NewStore(b.pool)
+	store := postgres.NewStore(b.pool, postgres.Options{})
 	e, err := graph.NewEngine(store, []graph.Workflow{testGraph(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +92,7 @@ func TestGroupCommitIsolatesLeaseLost(t *testing.T) {
 func TestGroupCommitIdleSendsAlone(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	store := postgres.NewStore(b.pool)
+	store := postgres.NewStore(b.pool, postgres.Options{})
 	e, err := graph.NewEngine(store, []graph.Workflow{testGraph(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +116,7 @@ func TestCommitWithoutCancelIsBounded(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	store := postgres.NewStore(b.pool)
+	store := postgres.NewStore(b.pool, postgres.Options{})
 	postgres.SetCommitTimeout(store, 300*time.Millisecond)
 	e, err := graph.NewEngine(store, []graph.Workflow{testGraph(t)})
 	if err != nil {

@@ -97,7 +97,7 @@ func reviewedGraph(tb testing.TB) graph.Workflow {
 func TestDecisionLeaseCarriesTheSnapshot(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
-	store := postgres.NewStore(pool)
+	store := postgres.NewStore(pool, postgres.Options{})
 	e, err := graph.NewEngine(store, []graph.Workflow{reviewedGraph(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +131,7 @@ func TestDecisionLeaseCarriesTheSnapshot(t *testing.T) {
 		t.Fatalf("leasing decision: fence %d, snapshot %v", lease.Fence, lease.Snapshot)
 	}
 	// What a store that holds nothing loads now.
-	want, err := postgres.NewStore(pool).LoadRun(ctx, task.ID)
+	want, err := postgres.NewStore(pool, postgres.Options{}).LoadRun(ctx, task.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

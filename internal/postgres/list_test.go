@@ -17,7 +17,7 @@ import (
 // has the same created_at and the keyset must page on the id alone.
 func listSetup(t *testing.T) (*postgres.Store, *graph.Engine) {
 	t.Helper()
-	store := postgres.NewStore(pgtest.NewPool(t))
+	store := postgres.NewStore(pgtest.NewPool(t), postgres.Options{})
 	at := time.Date(2026, 5, 1, 12, 0, 0, 123456000, time.UTC)
 	e, err := graph.NewEngine(store, []graph.Workflow{graphtest.GateCycle(), graphtest.Linear(1)},
 		graph.WithClock(func() time.Time { return at }))

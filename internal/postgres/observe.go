@@ -4,20 +4,12 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/gatehousehq/gatehouse/graph"
 )
-
-// AddSink makes the store publish to sink the events it commits on its
-// own, outside the engine: task.cancelled (Cancel) and task.retried
-// (Retry). The engine publishes the rest (graph.WithSink). Call it before
-// the store is used.
-func (s *Store) AddSink(sink graph.EventSink) { s.sinks = append(s.sinks, sink) }
 
 // publish reads back the event committed with seq and hands it to the
 // sinks. It is best effort: sinks observe, they do not keep the record.
 func (s *Store) publish(ctx context.Context, taskID string, seq int64) {
-	if len(s.sinks) == 0 || seq < 1 {
+	if len(s.opts.Sinks) == 0 || seq < 1 {
 		return
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -26,7 +18,7 @@ func (s *Store) publish(ctx context.Context, taskID string, seq int64) {
 	if err != nil || len(evs) == 0 {
 		return
 	}
-	for _, sink := range s.sinks {
+	for _, sink := range s.opts.Sinks {
 		sink.Publish(evs)
 	}
 }

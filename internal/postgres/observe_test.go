@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gatehousehq/gatehouse/graph"
+	"github.com/gatehousehq/gatehouse/internal/postgres"
 )
 
 type recordingSink struct {
@@ -62,11 +63,11 @@ func TestStoreObservability(t *testing.T) {
 
 	t.Run("SinkHearsCancelAndRetry", func(t *testing.T) {
 		sink := &recordingSink{}
-		b.store.AddSink(sink)
-		if err := b.store.Cancel(ctx, queued.ID, "tester"); err != nil {
+		store := b.store.With(postgres.Options{Sinks: []graph.EventSink{sink}})
+		if err := store.Cancel(ctx, queued.ID, "tester"); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.store.Cancel(ctx, waiting.ID, "tester"); err != nil {
+		if err := store.Cancel(ctx, waiting.ID, "tester"); err != nil {
 			t.Fatal(err)
 		}
 		sink.mu.Lock()

@@ -85,10 +85,6 @@ func (o Outbox) WithSender(s *notify.Sender) Outbox {
 	return o
 }
 
-// SetOutbox configures the outbox; call it before the store is used
-// concurrently.
-func (s *Store) SetOutbox(o Outbox) { s.outbox = o }
-
 // outboxEvent is what one commit tells the outbox.
 type outboxEvent struct {
 	event       string
@@ -123,13 +119,13 @@ func commitEvent(c *graph.Commit) *outboxEvent {
 func (s *Store) outboxParams(taskID uuid.UUID, ev *outboxEvent) dbsqlc.OutboxEnqueueParams {
 	p := dbsqlc.OutboxEnqueueParams{TaskID: taskID, Event: ev.event, InterruptID: ev.interruptID, Mode: ev.mode,
 		ToUsers: orNoKinds(ev.users), Kind: ev.kind, AnyDecider: true, DeciderRoles: []string{}, DeciderUsers: []string{},
-		Email: s.outbox.Email && ev.mode != "none", Slack: s.outbox.Slack && ev.event == notify.EventRaised,
+		Email: s.opts.Outbox.Email && ev.mode != "none", Slack: s.opts.Outbox.Slack && ev.event == notify.EventRaised,
 		IfDecided: ev.ifDecided}
-	if s.outbox.Take != nil && s.outbox.Lease > 0 {
-		p.BornLease = s.outbox.Lease.Seconds()
+	if s.opts.Outbox.Take != nil && s.opts.Outbox.Lease > 0 {
+		p.BornLease = s.opts.Outbox.Lease.Seconds()
 	}
-	if ev.mode == "deciders" && s.outbox.Audience != nil {
-		a := s.outbox.Audience(ev.kind)
+	if ev.mode == "deciders" && s.opts.Outbox.Audience != nil {
+		a := s.opts.Outbox.Audience(ev.kind)
 		p.AnyDecider, p.Sod = a.Everyone, a.SoD
 		p.DeciderRoles, p.DeciderUsers = orNoKinds(a.Roles), orNoKinds(a.Users)
 	}
@@ -177,11 +173,11 @@ func (s *Store) outboxWritten(ctx context.Context, ds []notify.Delivery) {
 	if len(ds) == 0 {
 		return
 	}
-	if s.outbox.Take != nil && ds[0].Attempt > 0 {
+	if s.opts.Outbox.Take != nil && ds[0].Attempt > 0 {
 		// Nothing for the other replicas: these are not due before
 		// their lease lapses, which only a crash lets happen; then the
 		// senders' poll finds them.
-		s.outbox.Take(ds)
+		s.opts.Outbox.Take(ds)
 		return
 	}
 	s.outboxDue(ctx)
@@ -189,8 +185,8 @@ func (s *Store) outboxWritten(ctx context.Context, ds []notify.Delivery) {
 
 // outboxDue wakes the senders of every replica: deliveries are due.
 func (s *Store) outboxDue(ctx context.Context) {
-	if s.outbox.Wake != nil {
-		s.outbox.Wake()
+	if s.opts.Outbox.Wake != nil {
+		s.opts.Outbox.Wake()
 	}
 	s.announce(ctx, note{ch: ChannelOutbox})
 }

@@ -30,7 +30,7 @@ func TestPruneNotifications(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	store := postgres.NewStore(pool)
+	store := postgres.NewStore(pool, postgres.Options{})
 	engine, err := graph.NewEngine(store, []graph.Workflow{graphtest.GateCycle()})
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ import (
 func TestOutboxSubjects(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
-	store := postgres.NewStore(pool)
+	store := postgres.NewStore(pool, postgres.Options{})
 	ctx := context.Background()
 	e, err := graph.NewEngine(store, []graph.Workflow{graphtest.GateCycle()})
 	if err != nil {
@@ -132,15 +132,14 @@ func TestOutboxSubjects(t *testing.T) {
 func TestOutboxBornClaimed(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
-	store := postgres.NewStore(pool)
 	ctx := context.Background()
 	var mu sync.Mutex
 	var handed []notify.Delivery
-	store.SetOutbox(postgres.Outbox{Lease: time.Second, Take: func(ds []notify.Delivery) {
+	store := postgres.NewStore(pool, postgres.Options{Outbox: postgres.Outbox{Lease: time.Second, Take: func(ds []notify.Delivery) {
 		mu.Lock()
 		defer mu.Unlock()
 		handed = append(handed, ds...)
-	}})
+	}}})
 	taken := func() []notify.Delivery {
 		mu.Lock()
 		defer mu.Unlock()
@@ -205,7 +204,7 @@ func TestOutboxBornClaimed(t *testing.T) {
 func TestRemoveEndpointTakesItsLog(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
-	store := postgres.NewStore(pool)
+	store := postgres.NewStore(pool, postgres.Options{})
 	ctx := context.Background()
 	e, err := graph.NewEngine(store, []graph.Workflow{graphtest.GateCycle()})
 	if err != nil {

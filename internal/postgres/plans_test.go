@@ -162,7 +162,7 @@ func TestPlainCommitsSettleOnGenericPlans(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	e, err := graph.NewEngine(postgres.NewStore(pool), []graph.Workflow{graphtest.Linear(10)})
+	e, err := graph.NewEngine(postgres.NewStore(pool, postgres.Options{}), []graph.Workflow{graphtest.Linear(10)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ VALUES ('00000000-0000-0000-ffff-000000000001', '00000000-0000-0000-0000-0000000
 		ORDER BY d.decided_at DESC LIMIT 1`).Scan(&want); err != nil {
 		t.Fatalf("the fixture has no rejection at a: %v", err)
 	}
-	store := postgres.NewStore(pool)
+	store := postgres.NewStore(pool, postgres.Options{})
 	itr, got, err := store.LGInterruptWithFeedback(ctx, "00000000-0000-0000-ffff-000000000001")
 	if err != nil || itr.Node != "a" || got != want {
 		t.Fatalf("LGInterruptWithFeedback: %+v %q %v, want feedback %q", itr, got, err, want)

@@ -75,7 +75,7 @@ func TestStoreArgumentsEncodeDirectly(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 
-	store := postgres.NewStore(pool)
+	store := postgres.NewStore(pool, postgres.Options{})
 	e, err := graph.NewEngine(store, []graph.Workflow{graphtest.GateCycle(), graphtest.Linear(3)})
 	if err != nil {
 		t.Fatal(err)

@@ -125,7 +125,7 @@ func TestBlobCacheValuesAndBound(t *testing.T) {
 // stored under the commit's fence: fields given apart and fields inside the
 // state alike, recognised by identity or by their bytes.
 func TestPrepareStateSendsOnlyWhatIsNotStored(t *testing.T) {
-	s := &Store{}
+	s := &Store{core: &core{}}
 	doc := []byte(`"` + strings.Repeat("a", 3*blobMin) + `"`)
 	fields := []graph.StateField{{Key: "doc", JSON: doc}}
 	inline, refs, put, all, err := s.prepareState("t", 1, []byte(`{"n":1}`), fields)

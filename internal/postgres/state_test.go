@@ -46,7 +46,7 @@ func revisedGraph(tb testing.TB) graph.Workflow {
 // and every reader (run, current checkpoint, history) gets the whole state.
 func TestStoreLargeStateFields(t *testing.T) {
 	pool := pgtest.NewPool(t)
-	store := postgres.NewStore(pool)
+	store := postgres.NewStore(pool, postgres.Options{})
 	e, err := graph.NewEngine(store, []graph.Workflow{revisedGraph(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func TestStoreLargeStateFields(t *testing.T) {
 // blob that went missing is still an error for it.
 func TestLoadWithHeldBlobs(t *testing.T) {
 	pool := pgtest.NewPool(t)
-	warm, cold := postgres.NewStore(pool), postgres.NewStore(pool)
+	warm, cold := postgres.NewStore(pool, postgres.Options{}), postgres.NewStore(pool, postgres.Options{})
 	e, err := graph.NewEngine(warm, []graph.Workflow{sizedGraph(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +208,7 @@ func TestLoadRunKeepsLargeFieldsApart(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	ctx := context.Background()
 	for _, warm := range []bool{true, false} {
-		store := postgres.NewStore(pool)
+		store := postgres.NewStore(pool, postgres.Options{})
 		e, err := graph.NewEngine(store, []graph.Workflow{sizedGraph(t)})
 		if err != nil {
 			t.Fatal(err)
@@ -218,7 +218,7 @@ func TestLoadRunKeepsLargeFieldsApart(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !warm {
-			store = postgres.NewStore(pool)
+			store = postgres.NewStore(pool, postgres.Options{})
 		}
 		whole, err := store.Load(ctx, task.ID)
 		if err != nil {
@@ -243,7 +243,7 @@ func TestLoadRunKeepsLargeFieldsApart(t *testing.T) {
 
 	// A row written whole (before 00050) and a field both inline and
 	// named: inline wins, as for Load.
-	store := postgres.NewStore(pool)
+	store := postgres.NewStore(pool, postgres.Options{})
 	e, err := graph.NewEngine(store, []graph.Workflow{sizedGraph(t)})
 	if err != nil {
 		t.Fatal(err)

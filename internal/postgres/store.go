@@ -36,27 +36,54 @@ import (
 // holds no per-task state: any number of Stores, in any number of
 // processes, may serve one database.
 type Store struct {
+	*core
+	// opts say what this Store's commits write to the outbox and whom they
+	// tell; With makes a Store with other Options over the same core.
+	opts Options
+}
+
+// core is what the Stores made With from one NewStore share: the pool, the
+// group committer, the notifier and the blob cache.
+type core struct {
 	pool     *pgxpool.Pool
 	q        *dbsqlc.Queries
 	notifier *notifier
 	group    *committer
 	blobs    blobCache
 	folding  atomic.Bool // a count fold in flight (observe.go)
-	// sinks hear of the events the store commits outside the engine.
-	sinks []graph.EventSink
-	// outbox says which notifications commits write (outbox.go).
-	outbox Outbox
-	// onTimer hears of timers this store scheduled (the keeper of this
-	// replica wakes earlier for them).
-	onTimer func(due time.Time)
+}
+
+// Options are a Store's settings, fixed when it is made: what its commits
+// write to the outbox, and whom in this replica they tell. The zero
+// Options write the deliveries every commit owes to webhooks and tell
+// no one.
+type Options struct {
+	// Outbox says which notifications commits write and who takes them
+	// (outbox.go).
+	Outbox Outbox
+	// Sinks hear of the events the store commits on its own, outside the
+	// engine: task.cancelled (Cancel), task.retried (Retry) and approvals
+	// short of a decision. The engine publishes the rest (graph.WithSink).
+	Sinks []graph.EventSink
+	// OnTimer hears of each interrupt raised with timers, with its earliest
+	// due time (the timekeeper of this replica wakes earlier for it).
+	OnTimer func(due time.Time)
 }
 
 var _ graph.Checkpointer = (*Store)(nil)
 
-// NewStore returns a Store over pool.
-func NewStore(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, q: dbsqlc.New(pool), group: newCommitter(pool, lanes())}
+// NewStore returns a Store over pool with opts.
+func NewStore(pool *pgxpool.Pool, opts Options) *Store {
+	return &Store{core: &core{pool: pool, q: dbsqlc.New(pool), group: newCommitter(pool, lanes())}, opts: opts}
 }
+
+// With returns a Store over the same pool, committer, notifier and blob
+// cache as s, with opts instead of s's. It is how a replica wires the
+// parts that its store tells of its commits and that work through a
+// store themselves: the sender, the timekeeper and the metrics are built
+// over a Store without them, and the Store the engine and the server use
+// is made With them (see the root package's Server.Run).
+func (s *Store) With(opts Options) *Store { return &Store{core: s.core, opts: opts} }
 
 // Pool returns the underlying pool.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
@@ -411,8 +438,8 @@ func (w *commitWork) finish(notes []note, notices []notify.Delivery) ([]note, []
 	}
 	notes = append(notes, note{task: c.TaskID, first: seqs[0], last: seqs[len(seqs)-1]})
 	if !w.due.IsZero() {
-		if s.onTimer != nil {
-			s.onTimer(w.due)
+		if s.opts.OnTimer != nil {
+			s.opts.OnTimer(w.due)
 		}
 		// Other replicas' keepers may sleep past it.
 		notes = append(notes, note{timer: w.due})

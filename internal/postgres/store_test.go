@@ -71,13 +71,13 @@ type bundle struct {
 func setup(t *testing.T) bundle {
 	t.Helper()
 	pool := pgtest.NewPool(t)
-	return bundle{pool: pool, store: postgres.NewStore(pool)}
+	return bundle{pool: pool, store: postgres.NewStore(pool, postgres.Options{})}
 }
 
 // engine returns a fresh engine over a fresh Store, as after a restart.
 func (b bundle) engine(t testing.TB) *graph.Engine {
 	t.Helper()
-	e, err := graph.NewEngine(postgres.NewStore(b.pool), []graph.Workflow{testGraph(t)})
+	e, err := graph.NewEngine(postgres.NewStore(b.pool, postgres.Options{}), []graph.Workflow{testGraph(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -377,15 +377,10 @@ func shortDuration(d time.Duration) string {
 	return s
 }
 
-// OnTimer registers f to hear of each interrupt raised with timers, with
-// its earliest due time (the timekeeper of this replica). Call it before
-// the Store is used concurrently.
-func (s *Store) OnTimer(f func(due time.Time)) { s.onTimer = f }
-
 // enqueueNotices writes the outbox rows of evs in tx, in one round trip
 // (audiences said whom reminders and escalations mail).
 func (s *Store) enqueueNotices(ctx context.Context, tx pgx.Tx, evs []timerEvent) ([]notify.Delivery, error) {
-	if !s.outbox.Email {
+	if !s.opts.Outbox.Email {
 		// Without mail, only webhooks take these (Slack takes raises
 		// only): none configured, nothing to write — a burst of 10,000
 		// expiries costs no statement per timer.
@@ -427,7 +422,7 @@ func (s *Store) enqueueNotices(ctx context.Context, tx pgx.Tx, evs []timerEvent)
 func (s *Store) audiences(ctx context.Context, q *dbsqlc.Queries, evs []timerEvent, pol auth.TimerPolicy) error {
 	var tasks, itrs []uuid.UUID
 	for _, e := range evs {
-		if e.notice == nil || e.notice.interruptID == nil || e.mail == mailAsSaid || e.mail == mailAdded && !s.outbox.Email {
+		if e.notice == nil || e.notice.interruptID == nil || e.mail == mailAsSaid || e.mail == mailAdded && !s.opts.Outbox.Email {
 			continue
 		}
 		tasks, itrs = append(tasks, e.task), append(itrs, *e.notice.interruptID)
@@ -484,13 +479,13 @@ func (s *Store) audiences(ctx context.Context, q *dbsqlc.Queries, evs []timerEve
 		case mailUndecided:
 			to := pol.Recipients(e.notice.kind, e.level, creator[e.task], candidates)
 			e.data["to"] = undecided(e, to)
-			if s.outbox.Email {
+			if s.opts.Outbox.Email {
 				e.notice.users = undecided(e, slices.DeleteFunc(to, func(p auth.Principal) bool {
 					return !slices.ContainsFunc(mailable, func(m auth.Principal) bool { return m.Name == p.Name })
 				}))
 			}
 		case mailAdded:
-			if s.outbox.Email {
+			if s.opts.Outbox.Email {
 				e.notice.users = undecided(e, pol.EscalationRecipients(e.notice.kind, e.level, creator[e.task], mailable))
 			}
 		}

@@ -44,7 +44,7 @@ func TestHandoffRunsFromTheDecisionsSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := &loadCounter{Store: postgres.NewStore(b.pool)}
+	store := &loadCounter{Store: postgres.NewStore(b.pool, postgres.Options{})}
 	e, err := graph.NewEngine(store, []graph.Workflow{g})
 	if err != nil {
 		t.Fatal(err)

@@ -102,7 +102,7 @@ func setup(t *testing.T) bundle {
 // separate process would have.
 func (b bundle) replica(t *testing.T, name string, workers int, ttl time.Duration) *replica {
 	t.Helper()
-	store := postgres.NewStore(b.pool)
+	store := postgres.NewStore(b.pool, postgres.Options{})
 	e, err := graph.NewEngine(store, []graph.Workflow{b.g.graph(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +194,7 @@ func TestTwoReplicasShareTheWork(t *testing.T) {
 func TestExpiredLeaseIsTakenOver(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	store := postgres.NewStore(b.pool)
+	store := postgres.NewStore(b.pool, postgres.Options{})
 	e, err := graph.NewEngine(store, []graph.Workflow{b.g.graph(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +229,7 @@ func TestShutdownHandsBackLeaseAndAnotherReplicaFinishes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.g.hold = true
-	store := postgres.NewStore(b.pool)
+	store := postgres.NewStore(b.pool, postgres.Options{})
 	e, err := graph.NewEngine(store, []graph.Workflow{b.g.graph(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -266,7 +266,7 @@ func TestShutdownLetsNodeFinishWithinGrace(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.g.hold = true
-	store := postgres.NewStore(b.pool)
+	store := postgres.NewStore(b.pool, postgres.Options{})
 	e, err := graph.NewEngine(store, []graph.Workflow{b.g.graph(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -456,7 +456,7 @@ func TestHandoffRunsWhatTheCallerLeased(t *testing.T) {
 // set, wraps the store the runner sees.
 func (b bundle) lone(t *testing.T, workers int, wrap func(runner.Store) runner.Store) (*postgres.Store, *graph.Engine, *runner.Runner) {
 	t.Helper()
-	store := postgres.NewStore(b.pool)
+	store := postgres.NewStore(b.pool, postgres.Options{})
 	e, err := graph.NewEngine(store, []graph.Workflow{b.g.graph(t)})
 	if err != nil {
 		t.Fatal(err)

@@ -50,6 +50,9 @@ type ReplicaOptions struct {
 	LeaseTTL time.Duration
 	// Logger is the replica's log (nil: none).
 	Logger *slog.Logger
+	// Store are the store's Options (what its commits write to the
+	// outbox).
+	Store postgres.Options
 }
 
 // NewReplica starts a replica on a fresh database.
@@ -66,7 +69,7 @@ func NewReplica(t testing.TB, o ReplicaOptions) *Replica {
 		t.Fatalf("pool: %v", err)
 	}
 	t.Cleanup(pool.Close)
-	store := postgres.NewStore(pool)
+	store := postgres.NewStore(pool, o.Store)
 	notifyCtx, stopNotify := context.WithCancel(ctx)
 	store.StartNotifier(notifyCtx, log)
 	t.Cleanup(stopNotify)

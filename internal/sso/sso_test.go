@@ -121,7 +121,7 @@ func setup(t *testing.T, opts ssotest.Options, edit func(*sso.Config)) *bundle {
 	idp := ssotest.Start(t, opts)
 	idp.AddUser(ssotest.User{Subject: "sub-alice", Username: "alice", Email: "alice@example.com", Password: password,
 		Groups: []string{"staff"}})
-	store := postgres.NewStore(pgtest.NewPool(t))
+	store := postgres.NewStore(pgtest.NewPool(t), postgres.Options{})
 	b := &bundle{idp: idp, store: store, auth: auth.NewService(auth.Config{Store: store}), logs: &logLines{}, swap: &swapIDToken{}}
 	b.config = sso.Config{Issuer: idp.Issuer, ClientID: clientID, ClientSecret: clientSecret, RedirectURL: redirect,
 		HTTPClient: &http.Client{Transport: b.swap, Timeout: 10 * time.Second},

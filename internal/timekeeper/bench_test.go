@@ -40,7 +40,7 @@ SELECT id, task_id, 'deadline', 0, $2, 'fail' FROM i`, n, due)
 		if err != nil {
 			b.Fatal(err)
 		}
-		store := postgres.NewStore(pool)
+		store := postgres.NewStore(pool, postgres.Options{})
 		k := timekeeper.New(store, auth.DefaultPolicy(), nil)
 		k.Start()
 		b.StartTimer()

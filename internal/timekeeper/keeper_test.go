@@ -31,12 +31,16 @@ type bundle struct {
 	engine *graph.Engine
 }
 
-// setup: a database, a store and an engine over the gate cycle whose
-// interrupts get timers from hook.
-func setup(t *testing.T, hook func(*graph.Task, *graph.Interrupt)) *bundle {
+// setup: a database, a store (with opts, if given) and an engine over the
+// gate cycle whose interrupts get timers from hook.
+func setup(t *testing.T, hook func(*graph.Task, *graph.Interrupt), opts ...postgres.Options) *bundle {
 	t.Helper()
 	pool := pgtest.NewPool(t)
-	store := postgres.NewStore(pool)
+	var o postgres.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	store := postgres.NewStore(pool, o)
 	engine, err := graph.NewEngine(store, []graph.Workflow{graphtest.GateCycle()}, graph.WithRaiseHook(hook))
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +172,7 @@ func TestTwoKeepersFireEachOnce(t *testing.T) {
 		itr.Timers = []graph.Timer{{What: graph.TimerDeadline, DueAt: due, Action: auth.OnTimeoutCancel}}
 	})
 	b.waiting(t, 50, "ann")
-	other := postgres.NewStore(b.pool)
+	other := postgres.NewStore(b.pool, postgres.Options{})
 	k1 := timekeeper.New(b.store, auth.DefaultPolicy(), nil)
 	k2 := timekeeper.New(other, auth.DefaultPolicy(), nil)
 	k1.Start()
@@ -380,7 +384,7 @@ kinds:
     reminders: [50m, 10m]
     escalate: [{after: 20m, to: [group:leads]}, {after: 30m, to: [role:approver]}]
 `)
-	b := setup(t, pol.Schedule)
+	b := setup(t, pol.Schedule, postgres.Options{Outbox: postgres.Outbox{Email: true, Audience: postgres.PolicyAudience(pol)}})
 	ctx := context.Background()
 	svc := auth.NewService(auth.Config{Store: b.store})
 	for _, u := range []struct {
@@ -397,7 +401,6 @@ kinds:
 	if err := svc.DisableUser(ctx, "test", "gone"); err != nil {
 		t.Fatal(err)
 	}
-	b.store.SetOutbox(postgres.Outbox{Email: true, Audience: postgres.PolicyAudience(pol)})
 	itr := b.waiting(t, 1, "ann")[0]
 	mailed := func(event string) []string {
 		t.Helper()

@@ -20,15 +20,22 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/workflows/feature/featuretest"
 )
 
-// withMail makes e's store write email deliveries and runs a sender that
-// sends them through a real SMTP server on loopback.
+// mailOpts are withRunner's, with a store that writes email deliveries.
+func mailOpts() setupOpts {
+	o := withRunner()
+	o.outbox = postgres.Outbox{Email: true, Audience: postgres.PolicyAudience(*o.policy)}
+	return o
+}
+
+// withMail runs a sender, woken by the hub, that sends the deliveries of
+// e's store (setup with mailOpts) through a real SMTP server on loopback.
 func (e *bundle) withMail(t *testing.T) *notifytest.SMTPServer {
 	t.Helper()
 	srv := notifytest.NewSMTPServer(t)
 	mailer := email.New(e.store, email.SMTP{Host: srv.Host, Port: srv.Port}, "Gatehouse <gatehouse@example.com>", e.base)
 	s := notify.NewSender(notify.Config{Store: e.store, Channels: map[string]notify.Channel{notify.ChannelEmail: mailer},
 		Scale: 0.001, Logger: e.log})
-	e.store.SetOutbox(postgres.Outbox{Email: true, Audience: postgres.PolicyAudience(e.policy)}.WithSender(s))
+	e.hub.OnOutbox(s.Wake)
 	s.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -102,7 +109,7 @@ var formKeyRe = regexp.MustCompile(`name="_act" value="([^"]+)"`)
 // leaves alone, that decides once and only by POST, as its recipient.
 func TestActionLinksByEmail(t *testing.T) {
 	t.Parallel()
-	e := setup(t, withRunner())
+	e := setup(t, mailOpts())
 	ctx := context.Background()
 	for name, role := range map[string]auth.Role{"alice": auth.RoleApprover, "bob": auth.RoleApprover,
 		"carol": auth.RoleApprover, "dave": auth.RoleViewer, "eve": auth.RoleApprover} {

@@ -76,7 +76,7 @@ func traced(t *testing.T, b *bundle, policy auth.Policy) (*bundle, *statementLog
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	store := postgres.NewStore(pool)
+	store := postgres.NewStore(pool, postgres.Options{})
 	engine, err := graph.NewEngine(store, b.engine.Workflows())
 	if err != nil {
 		t.Fatal(err)

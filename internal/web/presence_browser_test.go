@@ -17,7 +17,7 @@ import (
 // session cookie is the same for both (same host).
 func (e *bundle) secondReplica(t testing.TB) string {
 	t.Helper()
-	store := postgres.NewStore(e.pool)
+	store := postgres.NewStore(e.pool, postgres.Options{})
 	hub := live.NewHub(e.pool.Config().ConnString(), store, e.log)
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -134,7 +134,7 @@ func loadScale(tb testing.TB, pool *pgxpool.Pool) {
 	}
 	// The copies left a million count deltas (00052): fold them, as
 	// readers would, and vacuum what the fold deleted.
-	if err := postgres.NewStore(pool).FoldCounts(ctx); err != nil {
+	if err := postgres.NewStore(pool, postgres.Options{}).FoldCounts(ctx); err != nil {
 		tb.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `VACUUM ANALYZE`); err != nil {

@@ -90,9 +90,12 @@ type setupOpts struct {
 	workers bool
 	// workflows are served besides feature, linear and request.
 	workflows []graph.Workflow
-	noStart   bool            // do not start the server (the test calls srv.Start)
-	tweak     func(s *Server) // adjusts the server before it serves
-	claimTTL  time.Duration   // Deps.ClaimTTL
+	// outbox says which notifications the store's commits write (no
+	// sender takes them: a test starts one that the hub wakes).
+	outbox   postgres.Outbox
+	noStart  bool            // do not start the server (the test calls srv.Start)
+	tweak    func(s *Server) // adjusts the server before it serves
+	claimTTL time.Duration   // Deps.ClaimTTL
 }
 
 // withRunner is a replica as the desk runs in: a runner with workers, the
@@ -142,7 +145,8 @@ func setup(t testing.TB, opts ...setupOpts) *bundle {
 	r := servetest.NewReplica(t, servetest.ReplicaOptions{
 		Workflows: append([]graph.Workflow{fw, graphtest.Linear(2), rw}, o.workflows...),
 		Engine:    []graph.EngineOption{graph.WithRaiseHook(policy.Raise)},
-		Workers:   workers, Owner: "web-test", LeaseTTL: 5 * time.Second, Logger: log})
+		Workers:   workers, Owner: "web-test", LeaseTTL: 5 * time.Second, Logger: log,
+		Store: postgres.Options{Outbox: o.outbox}})
 	b := &bundle{t: t, replica: r, pool: r.Pool, store: r.Store, engine: r.Engine, hub: r.Hub, runner: r.Runner,
 		exec: ex, stub: ex.stub, log: log, policy: policy, claimTTL: o.claimTTL, sessions: map[string]testSession{},
 		auth: auth.NewService(auth.Config{Store: r.Store, BootstrapToken: o.token})}

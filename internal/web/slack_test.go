@@ -74,7 +74,9 @@ func signSlack(ts, body string) string {
 // message; a replay decides nothing more.
 func TestSlack(t *testing.T) {
 	t.Parallel()
-	e := setup(t, withRunner())
+	o := withRunner()
+	o.outbox = postgres.Outbox{Slack: true}
+	e := setup(t, o)
 	ctx := context.Background()
 	e.user("alice", auth.RoleApprover)
 	e.user("carol", auth.RoleApprover)
@@ -86,7 +88,7 @@ func TestSlack(t *testing.T) {
 	incoming := newSlackHook(t)
 	sender := notify.NewSender(notify.Config{Store: e.store, Channels: map[string]notify.Channel{
 		notify.ChannelSlack: notify.NewSlack(incoming.srv.URL, "https://gh.example.com")}, Scale: 0.001, Logger: e.log})
-	e.store.SetOutbox(postgres.Outbox{Slack: true}.WithSender(sender))
+	e.hub.OnOutbox(sender.Wake)
 	sender.Start()
 	t.Cleanup(func() { sender.Stop(context.Background()) })
 	srv := New(Deps{Engine: e.engine, Store: e.store, Hub: e.hub, Auth: e.auth, Decider: auth.NewDecider(e.engine, e.store, e.policy, e.log),

@@ -282,7 +282,7 @@ func TestDurabilityRouterReturningUndeclaredNodeFailsTask(t *testing.T) {
 	t.Parallel()
 	p := setup(t)
 	hopEngine := func() *graph.Engine {
-		e, err := graph.NewEngine(postgres.NewStore(p.pool), []graph.Workflow{hopGraph(t)})
+		e, err := graph.NewEngine(postgres.NewStore(p.pool, postgres.Options{}), []graph.Workflow{hopGraph(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -412,7 +412,7 @@ func TestDurabilityConcurrentTasksAreIsolated(t *testing.T) {
 		if err != nil {
 			panic(err)
 		}
-		e, err := graph.NewEngine(postgres.NewStore(p.pool), []graph.Workflow{g})
+		e, err := graph.NewEngine(postgres.NewStore(p.pool, postgres.Options{}), []graph.Workflow{g})
 		if err != nil {
 			panic(err)
 		}
@@ -457,7 +457,7 @@ func TestDurabilityConcurrentTasksAreIsolated(t *testing.T) {
 					finished.Done()
 					continue
 				}
-				snap, err := postgres.NewStore(p.pool).Load(ctx, id)
+				snap, err := postgres.NewStore(p.pool, postgres.Options{}).Load(ctx, id)
 				if err != nil || snap.Interrupt == nil || snap.Interrupt.Status != graph.InterruptPending {
 					fail("task %s: no pending interrupt (%v)", id, err)
 					finished.Done()

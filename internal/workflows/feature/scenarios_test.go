@@ -85,7 +85,7 @@ func mustFeature(t testing.TB, exec feature.Executor, opts ...feature.Option) *g
 // compiled graph, as a restarted process would have.
 func (p *pgEnv) engine(eopts ...graph.EngineOption) *graph.Engine {
 	p.t.Helper()
-	e, err := graph.NewEngine(postgres.NewStore(p.pool), []graph.Workflow{mustFeature(p.t, p.stub, p.opts...)}, eopts...)
+	e, err := graph.NewEngine(postgres.NewStore(p.pool, postgres.Options{}), []graph.Workflow{mustFeature(p.t, p.stub, p.opts...)}, eopts...)
 	if err != nil {
 		p.t.Fatalf("NewEngine: %v", err)
 	}
@@ -93,7 +93,7 @@ func (p *pgEnv) engine(eopts ...graph.EngineOption) *graph.Engine {
 }
 
 // store is a reader over the test database.
-func (p *pgEnv) store() *postgres.Store { return postgres.NewStore(p.pool) }
+func (p *pgEnv) store() *postgres.Store { return postgres.NewStore(p.pool, postgres.Options{}) }
 
 func ctxFor(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

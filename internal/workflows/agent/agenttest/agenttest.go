@@ -55,7 +55,7 @@ func Ctx(t testing.TB) context.Context {
 // Engine returns a fresh engine.
 func (e *Env) Engine() *graph.Engine {
 	e.T.Helper()
-	eng, err := graph.NewEngine(postgres.NewStore(e.Pool), []graph.Workflow{e.build(e.T)})
+	eng, err := graph.NewEngine(postgres.NewStore(e.Pool, postgres.Options{}), []graph.Workflow{e.build(e.T)})
 	if err != nil {
 		e.T.Fatalf("NewEngine: %v", err)
 	}
@@ -63,7 +63,7 @@ func (e *Env) Engine() *graph.Engine {
 }
 
 // Store is a reader over the test database.
-func (e *Env) Store() *postgres.Store { return postgres.NewStore(e.Pool) }
+func (e *Env) Store() *postgres.Store { return postgres.NewStore(e.Pool, postgres.Options{}) }
 
 // Workflow is the name of the workflow under test.
 func (e *Env) Workflow() string { return e.build(e.T).Name() }
