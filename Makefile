@@ -18,7 +18,7 @@ run: build
 
 ## test: all tests with the race detector (starts the private cluster on demand)
 test:
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 ## generate: sqlc queries and templ components
 generate:
