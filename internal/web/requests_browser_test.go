@@ -150,7 +150,7 @@ func answerCases() []answerCase {
 // answer is stored typed in PostgreSQL. The same on the email action page.
 func TestRequestAnswerFormsInBrowser(t *testing.T) {
 	t.Parallel()
-	e := setup(t, withRunner())
+	e := setup(t, mailOpts())
 	e.user("alice", auth.RoleApprover)
 	if err := e.auth.SetEmail(context.Background(), "test", "alice", "alice@example.com"); err != nil {
 		t.Fatal(err)
