@@ -76,20 +76,7 @@ func (h *Handler) serveStream(parent context.Context, conn *websocket.Conn, task
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 
-	readerDone := make(chan struct{})
-	go func() {
-		defer close(readerDone)
-		defer cancel()
-		conn.SetReadLimit(socket.MaxClientMessage)
-		_ = conn.SetReadDeadline(time.Now().Add(h.sockets.PongWait))
-		conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(h.sockets.PongWait)) })
-		for {
-			// NextReader drops the previous message unread.
-			if _, _, err := conn.NextReader(); err != nil {
-				return
-			}
-		}
-	}()
+	readerDone := h.sockets.Read(conn, cancel)
 
 	type message struct {
 		seq  int64

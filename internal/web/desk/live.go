@@ -118,19 +118,7 @@ func (d *desk) runLive(p livePage) {
 		view = func(snap *taskSnap) ([]byte, error) { return snap.viewHTML(ctx, d) }
 	}
 	recheck := p.recheck
-	readerDone := make(chan struct{})
-	go func() {
-		defer close(readerDone)
-		defer cancel()
-		conn.SetReadLimit(socket.MaxClientMessage)
-		_ = conn.SetReadDeadline(time.Now().Add(s.sockets.PongWait))
-		conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(s.sockets.PongWait)) })
-		for {
-			if _, _, err := conn.NextReader(); err != nil {
-				return
-			}
-		}
-	}()
+	readerDone := s.sockets.Read(conn, cancel)
 	out := make(chan liveMsg, liveOut)
 	done, stop, err := p.start(ctx, out)
 	if err != nil {

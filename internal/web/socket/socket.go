@@ -123,6 +123,30 @@ func (g *Group) Upgrade(w http.ResponseWriter, r *http.Request) (*websocket.Conn
 	return g.upgrader.Upgrade(w, r, nil)
 }
 
+// Read starts the socket's reader: it drops what the client sends
+// (bounded by MaxClientMessage), keeps the read deadline moving with each
+// pong, and returns when the client leaves, the deadline passes or the
+// connection closes; then it calls gone (the socket's cancel) and closes
+// the returned channel. The reader is the only goroutine that reads conn;
+// close frames and pings are answered inside NextReader.
+func (g *Group) Read(conn *websocket.Conn, gone func()) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer gone()
+		conn.SetReadLimit(MaxClientMessage)
+		_ = conn.SetReadDeadline(time.Now().Add(g.PongWait))
+		conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(g.PongWait)) })
+		for {
+			// NextReader drops the previous message unread.
+			if _, _, err := conn.NextReader(); err != nil {
+				return
+			}
+		}
+	}()
+	return done
+}
+
 // Close says goodbye with a close frame of code and text, and waits a
 // moment for the client's reply (readerDone: the socket's reader saw it)
 // before the caller closes the connection.
