@@ -24,8 +24,122 @@ go test -p 1 -run '^$' -bench "${BENCH_FILTER:-.}" -benchtime="$benchtime" -coun
 	exit 1
 }
 
-# name map: Benchmark name + unit → figure name
-awk '
+# The figures: benchmark|unit, the BENCH name, and the unit printed ("-": the
+# benchmark's own). A figure is printed when its benchmark ran, in the order
+# the benchmarks ran.
+figures='
+BenchmarkMemStep|us/step	mem_step	-
+BenchmarkTimers10k|last_fired_after_due_ms	timers_10k_last_fired_after_due_ms	-
+BenchmarkTimers10k|idle_wakeups/s	timers_idle_wakeups_per_s	-
+BenchmarkClaimRoundTrip|p50_ms	claim_p50	-
+BenchmarkClaimRoundTrip|p99_ms	claim_p99	-
+BenchmarkPresence|join_p50_ms	presence_join_p50	-
+BenchmarkPresence|join_p99_ms	presence_join_p99	-
+BenchmarkPresence|leave_p50_ms	presence_leave_p50	-
+BenchmarkPresence|leave_p99_ms	presence_leave_p99	-
+BenchmarkPresence|p99_ms	presence_p99_ms	ms
+BenchmarkPGStepVsFloor|us/step	pg_step	-
+BenchmarkPGStepVsFloor|floor_us/op	floor_upsert	us/op
+BenchmarkPGStoreStepVsFloor|us/step	pg_store_step	-
+BenchmarkPGForkVsStep|us/fork	pg_fork	-
+BenchmarkPGForkVsStep|us/step	pg_fork_baseline_step	-
+BenchmarkPGGateCycle|us/cycle	pg_gate_cycle	-
+BenchmarkPGTask|us/task	pg_task	-
+BenchmarkFloorUpsert|us/op	floor_upsert_alone	-
+BenchmarkApprovalRoundTrip/tasks=1|p50_ms	approval_p50_1task	ms
+BenchmarkApprovalRoundTrip/tasks=1|p99_ms	approval_p99_1task	ms
+BenchmarkApprovalRoundTrip/tasks=16|p50_ms	approval_p50_16tasks	ms
+BenchmarkApprovalRoundTrip/tasks=16|p99_ms	approval_p99_16tasks	ms
+BenchmarkThroughput16|tasks/s	throughput_16_tasks	-
+BenchmarkThroughput16|steps/s	throughput_16_steps	-
+BenchmarkThroughput16|floor_ops/s	floor_upsert_16conns	ops/s
+BenchmarkThroughput16|go_cpu_us/step	throughput_16_go_cpu	us/step
+BenchmarkThroughput16|pg_cpu_us/step	throughput_16_pg_cpu	us/step
+BenchmarkThroughput16|floor_go_cpu_us/op	floor_16conns_go_cpu	us/op
+BenchmarkThroughput16|floor_pg_cpu_us/op	floor_16conns_pg_cpu	us/op
+BenchmarkThroughput16|commits/batch	group_commit_size	-
+BenchmarkApprovalRoundTrip/tasks=16|go_cpu_us/decision	approval_16tasks_go_cpu	us/decision
+BenchmarkApprovalRoundTrip/tasks=16|pg_cpu_us/decision	approval_16tasks_pg_cpu	us/decision
+BenchmarkDeskDashboard|p95_ms	desk_dashboard_p95_ms_10k_tasks	-
+BenchmarkDeskInbox|p95_ms	desk_inbox_p95_ms_1k_pending	-
+BenchmarkDeskLiveFanout|p50_ms	desk_live_p50_ms_1k_sockets	-
+BenchmarkDeskLiveFanout|p99_ms	desk_live_p99_ms_1k_sockets	-
+BenchmarkDeskLiveFanout|B/conn	desk_live_bytes_per_idle_socket	-
+BenchmarkDeskLiveFanout|B/conn_over_bare	desk_live_bytes_per_idle_socket_over_bare	-
+BenchmarkDeskLiveFanout5000|p50_ms	desk_live_p50_ms_5k_sockets	-
+BenchmarkDeskLiveFanout5000|p99_ms	desk_live_p99_ms_5k_sockets	-
+BenchmarkDeskLiveFanout5000|B/conn	desk_live_bytes_per_idle_socket_5k	-
+BenchmarkDeskLiveFanout5000|B/conn_over_bare	desk_live_bytes_per_idle_socket_over_bare_5k	-
+BenchmarkDeskLiveFanout|B/conn_after_events	desk_live_bytes_per_socket_after_events	-
+BenchmarkDeskLiveFanout5000|B/conn_after_events	desk_live_bytes_per_socket_after_events_5k	-
+BenchmarkDeskLiveFanout|server_cpu_ms/event	desk_live_server_cpu_ms_per_event_1k_sockets	ms/event
+BenchmarkDeskLiveFanout5000|server_cpu_ms/event	desk_live_server_cpu_ms_per_event_5k_sockets	ms/event
+BenchmarkDeskDiff10kLines|ms/diff	desk_diff_10k_lines_ms	-
+BenchmarkScale/dashboard|p95_ms	scale_1m_dashboard_p95_ms	-
+BenchmarkScale/inbox_first|p95_ms	scale_1m_inbox_first_page_p95_ms	-
+BenchmarkScale/inbox_last|p95_ms	scale_1m_inbox_last_page_p95_ms	-
+BenchmarkScale/task_page|p95_ms	scale_1m_task_page_p95_ms	-
+BenchmarkScale/claim|p99_ms	scale_1m_claim_p99_ms	-
+BenchmarkScale/prune|p95_ms	scale_1m_prune_hour_p95_ms	-
+BenchmarkStateSize|wal_1k_B/step	state_1k_wal_bytes_per_step	B/step
+BenchmarkStateSize|wal_64k_B/step	state_64k_wal_bytes_per_step	B/step
+BenchmarkStateSize|wal_1m_B/step	state_1m_wal_bytes_per_step	B/step
+BenchmarkStateSize|us_1k/step	state_1k_step	us/step
+BenchmarkStateSize|us_64k/step	state_64k_step	us/step
+BenchmarkStateSize|us_1m/step	state_1m_step	us/step
+BenchmarkMCPGetRequest|p50_ms	mcp_get_request_p50	-
+BenchmarkMCPWaitReturn|p99_ms	mcp_wait_return_p99	-
+BenchmarkLangGraphResume|native_p50_ms	approval_native_p50_same_run	ms
+BenchmarkLangGraphResume|langgraph_p50_ms	langgraph_resume_p50	ms
+BenchmarkLangGraphResume|langgraph_end_p50_ms	langgraph_resume_to_end_p50	ms
+BenchmarkAnalytics90Days|p50_ms	analytics_p50_ms_1m_decisions_90d	ms
+BenchmarkAnalytics90Days|p95_ms	analytics_p95_ms_1m_decisions_90d	ms
+BenchmarkAnalytics90Days|api_p95_ms	analytics_api_p95_ms_1m_decisions_90d	ms
+BenchmarkOutboxApproval|p50_ms_without	approval_p50_16tasks_no_webhook	ms
+BenchmarkOutboxApproval|p50_ms_with	approval_p50_16tasks_webhook	ms
+BenchmarkOutboxApproval|pg_cpu_us/round_without	approval_16tasks_no_webhook_pg_cpu	us/round
+BenchmarkOutboxApproval|pg_cpu_us/round_with	approval_16tasks_webhook_pg_cpu	us/round
+BenchmarkOutboxApproval|go_cpu_us/round_without	approval_16tasks_no_webhook_go_cpu	us/round
+BenchmarkOutboxApproval|go_cpu_us/round_with	approval_16tasks_webhook_go_cpu	us/round
+BenchmarkWebhook1000|s/1000	webhook_1000_deliveries	s
+BenchmarkRequestCreate|p50_ms	request_create_p50	ms
+BenchmarkRequestCreate|p99_ms	request_create_p99	ms
+BenchmarkRequestWaitReturn|p50_ms	request_wait_return_p50	ms
+BenchmarkRequestWaitReturn|p99_ms	request_wait_return_p99	ms
+BenchmarkRequestWaiters1000|db_conns	request_waiters_1000_db_conns	conns
+BenchmarkRequestWaiters1000|rss_mb	request_waiters_1000_rss_mb	MiB
+BenchmarkRequestWaiters1000|rss_delta_mb	request_waiters_1000_rss_delta_mb	MiB
+BenchmarkRuleEval|us/eval	rule_eval_us	us
+BenchmarkRuleEval|cpu_us/eval	rule_eval_cpu_us	us
+'
+
+# The ratios: benchmark|unit, the RATIO name, the target it is divided by
+# (1: the benchmark reports a ratio itself), and a note.
+ratios='
+BenchmarkPGStepVsFloor|ratio	pg_step_vs_floor	1
+# the load and commits of the same run, sent by the store alone without the engine:
+# pg_step_vs_floor less this is the share of the engine
+BenchmarkPGStoreStepVsFloor|ratio	pg_store_step_vs_floor	1
+# a fork in node steps of the same run (target: at most 2)
+BenchmarkPGForkVsStep|fork_steps	fork_vs_node_step	1
+BenchmarkTimers10k|last_fired_after_due_ms	timers_10k_vs_2s_target	2000
+BenchmarkPresence|join_p99_ms	presence_join_p99_vs_200ms_target	200
+BenchmarkPresence|p99_ms	presence_p99_vs_200ms_target	200
+BenchmarkDeskLiveFanout5000|p99_ms	desk_live_p99_5k_vs_250ms_target	250
+BenchmarkDeskLiveFanout5000|B/conn	desk_live_bytes_per_idle_socket_5k_vs_40000_target	40000
+BenchmarkClaimRoundTrip|p99_ms	claim_p99_vs_10ms_target	10
+BenchmarkThroughput16|ratio	throughput_16_vs_floor	1
+BenchmarkStateSize|ratio_1m_vs_1k	state_1m_vs_1k_step	1
+BenchmarkLangGraphResume|ratio_p50	langgraph_resume_vs_native_approval_p50	1	(target <= 1.3)
+BenchmarkOutboxApproval|ratio	approval_16tasks_webhook_vs_none	1	(target <= 1.1)
+BenchmarkRequestCreate|p99_ms	request_create_p99_vs_10ms_target	10
+BenchmarkRequestWaitReturn|p99_ms	request_wait_return_p99_vs_50ms_target	50
+BenchmarkRequestWaiters1000|db_conns	request_waiters_1000_db_conns_vs_2_target	2
+BenchmarkRuleEval|us/eval	rule_eval_us_vs_50us_target	50
+BenchmarkThroughput16|cpu_ratio	throughput_16_cpu_per_step_vs_floor_op	1
+'
+
+awk -v figures="$figures" -v ratios="$ratios" '
 function median(key,    n, i, j, tmp, arr) {
 	n = split(vals[key], arr, " ")
 	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (arr[j] + 0 < arr[i] + 0) { tmp = arr[i]; arr[i] = arr[j]; arr[j] = tmp }
@@ -40,177 +154,23 @@ function median(key,    n, i, j, tmp, arr) {
 	}
 }
 END {
-	fig["BenchmarkMemStep|us/step"] = "BENCH mem_step"
-	fig["BenchmarkTimers10k|last_fired_after_due_ms"] = "BENCH timers_10k_last_fired_after_due_ms"
-	fig["BenchmarkTimers10k|idle_wakeups/s"] = "BENCH timers_idle_wakeups_per_s"
-	fig["BenchmarkClaimRoundTrip|p50_ms"] = "BENCH claim_p50"
-	fig["BenchmarkClaimRoundTrip|p99_ms"] = "BENCH claim_p99"
-	fig["BenchmarkPresence|join_p50_ms"] = "BENCH presence_join_p50"
-	fig["BenchmarkPresence|join_p99_ms"] = "BENCH presence_join_p99"
-	fig["BenchmarkPresence|leave_p50_ms"] = "BENCH presence_leave_p50"
-	fig["BenchmarkPresence|leave_p99_ms"] = "BENCH presence_leave_p99"
-	fig["BenchmarkPresence|p99_ms"] = "BENCH presence_p99_ms"
-	unit["BenchmarkPresence|p99_ms"] = "ms"
-	fig["BenchmarkPGStepVsFloor|us/step"] = "BENCH pg_step"
-	fig["BenchmarkPGStepVsFloor|floor_us/op"] = "BENCH floor_upsert"
-	fig["BenchmarkPGStoreStepVsFloor|us/step"] = "BENCH pg_store_step"
-	fig["BenchmarkPGForkVsStep|us/fork"] = "BENCH pg_fork"
-	fig["BenchmarkPGForkVsStep|us/step"] = "BENCH pg_fork_baseline_step"
-	fig["BenchmarkPGGateCycle|us/cycle"] = "BENCH pg_gate_cycle"
-	fig["BenchmarkPGTask|us/task"] = "BENCH pg_task"
-	fig["BenchmarkFloorUpsert|us/op"] = "BENCH floor_upsert_alone"
-	fig["BenchmarkApprovalRoundTrip/tasks=1|p50_ms"] = "BENCH approval_p50_1task"
-	fig["BenchmarkApprovalRoundTrip/tasks=1|p99_ms"] = "BENCH approval_p99_1task"
-	fig["BenchmarkApprovalRoundTrip/tasks=16|p50_ms"] = "BENCH approval_p50_16tasks"
-	fig["BenchmarkApprovalRoundTrip/tasks=16|p99_ms"] = "BENCH approval_p99_16tasks"
-	fig["BenchmarkThroughput16|tasks/s"] = "BENCH throughput_16_tasks"
-	fig["BenchmarkThroughput16|steps/s"] = "BENCH throughput_16_steps"
-	fig["BenchmarkThroughput16|floor_ops/s"] = "BENCH floor_upsert_16conns"
-	fig["BenchmarkThroughput16|go_cpu_us/step"] = "BENCH throughput_16_go_cpu"
-	fig["BenchmarkThroughput16|pg_cpu_us/step"] = "BENCH throughput_16_pg_cpu"
-	fig["BenchmarkThroughput16|floor_go_cpu_us/op"] = "BENCH floor_16conns_go_cpu"
-	fig["BenchmarkThroughput16|floor_pg_cpu_us/op"] = "BENCH floor_16conns_pg_cpu"
-	fig["BenchmarkThroughput16|commits/batch"] = "BENCH group_commit_size"
-	fig["BenchmarkApprovalRoundTrip/tasks=16|go_cpu_us/decision"] = "BENCH approval_16tasks_go_cpu"
-	fig["BenchmarkApprovalRoundTrip/tasks=16|pg_cpu_us/decision"] = "BENCH approval_16tasks_pg_cpu"
-	unit["BenchmarkThroughput16|go_cpu_us/step"] = "us/step"
-	unit["BenchmarkThroughput16|pg_cpu_us/step"] = "us/step"
-	unit["BenchmarkThroughput16|floor_go_cpu_us/op"] = "us/op"
-	unit["BenchmarkThroughput16|floor_pg_cpu_us/op"] = "us/op"
-	unit["BenchmarkApprovalRoundTrip/tasks=16|go_cpu_us/decision"] = "us/decision"
-	unit["BenchmarkApprovalRoundTrip/tasks=16|pg_cpu_us/decision"] = "us/decision"
-	fig["BenchmarkDeskDashboard|p95_ms"] = "BENCH desk_dashboard_p95_ms_10k_tasks"
-	fig["BenchmarkDeskInbox|p95_ms"] = "BENCH desk_inbox_p95_ms_1k_pending"
-	fig["BenchmarkDeskLiveFanout|p50_ms"] = "BENCH desk_live_p50_ms_1k_sockets"
-	fig["BenchmarkDeskLiveFanout|p99_ms"] = "BENCH desk_live_p99_ms_1k_sockets"
-	fig["BenchmarkDeskLiveFanout|B/conn"] = "BENCH desk_live_bytes_per_idle_socket"
-	fig["BenchmarkDeskLiveFanout|B/conn_over_bare"] = "BENCH desk_live_bytes_per_idle_socket_over_bare"
-	fig["BenchmarkDeskLiveFanout5000|p50_ms"] = "BENCH desk_live_p50_ms_5k_sockets"
-	fig["BenchmarkDeskLiveFanout5000|p99_ms"] = "BENCH desk_live_p99_ms_5k_sockets"
-	fig["BenchmarkDeskLiveFanout5000|B/conn"] = "BENCH desk_live_bytes_per_idle_socket_5k"
-	fig["BenchmarkDeskLiveFanout5000|B/conn_over_bare"] = "BENCH desk_live_bytes_per_idle_socket_over_bare_5k"
-	fig["BenchmarkDeskLiveFanout|B/conn_after_events"] = "BENCH desk_live_bytes_per_socket_after_events"
-	fig["BenchmarkDeskLiveFanout5000|B/conn_after_events"] = "BENCH desk_live_bytes_per_socket_after_events_5k"
-	fig["BenchmarkDeskLiveFanout|server_cpu_ms/event"] = "BENCH desk_live_server_cpu_ms_per_event_1k_sockets"
-	fig["BenchmarkDeskLiveFanout5000|server_cpu_ms/event"] = "BENCH desk_live_server_cpu_ms_per_event_5k_sockets"
-	unit["BenchmarkDeskLiveFanout|server_cpu_ms/event"] = "ms/event"
-	unit["BenchmarkDeskLiveFanout5000|server_cpu_ms/event"] = "ms/event"
-	fig["BenchmarkDeskDiff10kLines|ms/diff"] = "BENCH desk_diff_10k_lines_ms"
-	fig["BenchmarkScale/dashboard|p95_ms"] = "BENCH scale_1m_dashboard_p95_ms"
-	fig["BenchmarkScale/inbox_first|p95_ms"] = "BENCH scale_1m_inbox_first_page_p95_ms"
-	fig["BenchmarkScale/inbox_last|p95_ms"] = "BENCH scale_1m_inbox_last_page_p95_ms"
-	fig["BenchmarkScale/task_page|p95_ms"] = "BENCH scale_1m_task_page_p95_ms"
-	fig["BenchmarkScale/claim|p99_ms"] = "BENCH scale_1m_claim_p99_ms"
-	fig["BenchmarkScale/prune|p95_ms"] = "BENCH scale_1m_prune_hour_p95_ms"
-	fig["BenchmarkStateSize|wal_1k_B/step"] = "BENCH state_1k_wal_bytes_per_step"
-	fig["BenchmarkStateSize|wal_64k_B/step"] = "BENCH state_64k_wal_bytes_per_step"
-	fig["BenchmarkStateSize|wal_1m_B/step"] = "BENCH state_1m_wal_bytes_per_step"
-	fig["BenchmarkStateSize|us_1k/step"] = "BENCH state_1k_step"
-	fig["BenchmarkStateSize|us_64k/step"] = "BENCH state_64k_step"
-	fig["BenchmarkStateSize|us_1m/step"] = "BENCH state_1m_step"
-	unit["BenchmarkStateSize|wal_1k_B/step"] = "B/step"
-	unit["BenchmarkStateSize|wal_64k_B/step"] = "B/step"
-	unit["BenchmarkStateSize|wal_1m_B/step"] = "B/step"
-	unit["BenchmarkStateSize|us_1k/step"] = "us/step"
-	unit["BenchmarkStateSize|us_64k/step"] = "us/step"
-	unit["BenchmarkStateSize|us_1m/step"] = "us/step"
-	fig["BenchmarkMCPGetRequest|p50_ms"] = "BENCH mcp_get_request_p50"
-	fig["BenchmarkMCPWaitReturn|p99_ms"] = "BENCH mcp_wait_return_p99"
-	fig["BenchmarkLangGraphResume|native_p50_ms"] = "BENCH approval_native_p50_same_run"
-	fig["BenchmarkLangGraphResume|langgraph_p50_ms"] = "BENCH langgraph_resume_p50"
-	fig["BenchmarkLangGraphResume|langgraph_end_p50_ms"] = "BENCH langgraph_resume_to_end_p50"
-	unit["BenchmarkLangGraphResume|native_p50_ms"] = "ms"
-	unit["BenchmarkLangGraphResume|langgraph_p50_ms"] = "ms"
-	unit["BenchmarkLangGraphResume|langgraph_end_p50_ms"] = "ms"
-	fig["BenchmarkAnalytics90Days|p50_ms"] = "BENCH analytics_p50_ms_1m_decisions_90d"
-	fig["BenchmarkAnalytics90Days|p95_ms"] = "BENCH analytics_p95_ms_1m_decisions_90d"
-	fig["BenchmarkAnalytics90Days|api_p95_ms"] = "BENCH analytics_api_p95_ms_1m_decisions_90d"
-	unit["BenchmarkAnalytics90Days|p50_ms"] = "ms"
-	unit["BenchmarkAnalytics90Days|p95_ms"] = "ms"
-	unit["BenchmarkAnalytics90Days|api_p95_ms"] = "ms"
-	unit["BenchmarkPGStepVsFloor|floor_us/op"] = "us/op"
-	unit["BenchmarkThroughput16|floor_ops/s"] = "ops/s"
-	unit["BenchmarkApprovalRoundTrip/tasks=1|p50_ms"] = "ms"
-	unit["BenchmarkApprovalRoundTrip/tasks=1|p99_ms"] = "ms"
-	unit["BenchmarkApprovalRoundTrip/tasks=16|p50_ms"] = "ms"
-	unit["BenchmarkApprovalRoundTrip/tasks=16|p99_ms"] = "ms"
-	fig["BenchmarkOutboxApproval|p50_ms_without"] = "BENCH approval_p50_16tasks_no_webhook"
-	fig["BenchmarkOutboxApproval|p50_ms_with"] = "BENCH approval_p50_16tasks_webhook"
-	unit["BenchmarkOutboxApproval|p50_ms_without"] = "ms"
-	unit["BenchmarkOutboxApproval|p50_ms_with"] = "ms"
-	fig["BenchmarkOutboxApproval|pg_cpu_us/round_without"] = "BENCH approval_16tasks_no_webhook_pg_cpu"
-	fig["BenchmarkOutboxApproval|pg_cpu_us/round_with"] = "BENCH approval_16tasks_webhook_pg_cpu"
-	fig["BenchmarkOutboxApproval|go_cpu_us/round_without"] = "BENCH approval_16tasks_no_webhook_go_cpu"
-	fig["BenchmarkOutboxApproval|go_cpu_us/round_with"] = "BENCH approval_16tasks_webhook_go_cpu"
-	unit["BenchmarkOutboxApproval|pg_cpu_us/round_without"] = "us/round"
-	unit["BenchmarkOutboxApproval|pg_cpu_us/round_with"] = "us/round"
-	unit["BenchmarkOutboxApproval|go_cpu_us/round_without"] = "us/round"
-	unit["BenchmarkOutboxApproval|go_cpu_us/round_with"] = "us/round"
-	fig["BenchmarkWebhook1000|s/1000"] = "BENCH webhook_1000_deliveries"
-	unit["BenchmarkWebhook1000|s/1000"] = "s"
-	fig["BenchmarkRequestCreate|p50_ms"] = "BENCH request_create_p50"
-	fig["BenchmarkRequestCreate|p99_ms"] = "BENCH request_create_p99"
-	unit["BenchmarkRequestCreate|p50_ms"] = "ms"
-	unit["BenchmarkRequestCreate|p99_ms"] = "ms"
-	fig["BenchmarkRequestWaitReturn|p50_ms"] = "BENCH request_wait_return_p50"
-	fig["BenchmarkRequestWaitReturn|p99_ms"] = "BENCH request_wait_return_p99"
-	unit["BenchmarkRequestWaitReturn|p50_ms"] = "ms"
-	unit["BenchmarkRequestWaitReturn|p99_ms"] = "ms"
-	fig["BenchmarkRequestWaiters1000|db_conns"] = "BENCH request_waiters_1000_db_conns"
-	fig["BenchmarkRequestWaiters1000|rss_mb"] = "BENCH request_waiters_1000_rss_mb"
-	fig["BenchmarkRequestWaiters1000|rss_delta_mb"] = "BENCH request_waiters_1000_rss_delta_mb"
-	unit["BenchmarkRequestWaiters1000|db_conns"] = "conns"
-	unit["BenchmarkRequestWaiters1000|rss_mb"] = "MiB"
-	unit["BenchmarkRequestWaiters1000|rss_delta_mb"] = "MiB"
-	fig["BenchmarkRuleEval|us/eval"] = "BENCH rule_eval_us"
-	unit["BenchmarkRuleEval|us/eval"] = "us"
-	fig["BenchmarkRuleEval|cpu_us/eval"] = "BENCH rule_eval_cpu_us"
-	unit["BenchmarkRuleEval|cpu_us/eval"] = "us"
+	nf = split(figures, rows, "\n")
+	for (r = 1; r <= nf; r++) {
+		if (split(rows[r], col, "\t") < 3) continue
+		fig[col[1]] = col[2]
+		if (col[3] != "-") unit[col[1]] = col[3]
+	}
 	for (k = 1; k <= n; k++) {
 		key = order[k]
 		if (key in fig) {
 			split(key, p, "|")
 			u = (key in unit) ? unit[key] : p[2]
-			printf "%s: %.2f %s\n", fig[key], median(key), u
+			printf "BENCH %s: %.2f %s\n", fig[key], median(key), u
 		}
 	}
-	if ("BenchmarkPGStepVsFloor|ratio" in vals)
-		printf "RATIO pg_step_vs_floor: %.2f\n", median("BenchmarkPGStepVsFloor|ratio")
-	# the load and commits of the same run, sent by the store alone without the
-	# engine: pg_step_vs_floor less this is the share of the engine
-	if ("BenchmarkPGStoreStepVsFloor|ratio" in vals)
-		printf "RATIO pg_store_step_vs_floor: %.2f\n", median("BenchmarkPGStoreStepVsFloor|ratio")
-	# a fork in node steps of the same run (target: at most 2)
-	if ("BenchmarkPGForkVsStep|fork_steps" in vals)
-		printf "RATIO fork_vs_node_step: %.2f\n", median("BenchmarkPGForkVsStep|fork_steps")
-	if ("BenchmarkTimers10k|last_fired_after_due_ms" in vals)
-		printf "RATIO timers_10k_vs_2s_target: %.2f\n", median("BenchmarkTimers10k|last_fired_after_due_ms") / 2000
-	if ("BenchmarkPresence|join_p99_ms" in vals)
-		printf "RATIO presence_join_p99_vs_200ms_target: %.2f\n", median("BenchmarkPresence|join_p99_ms") / 200
-	if ("BenchmarkPresence|p99_ms" in vals)
-		printf "RATIO presence_p99_vs_200ms_target: %.2f\n", median("BenchmarkPresence|p99_ms") / 200
-	if ("BenchmarkDeskLiveFanout5000|p99_ms" in vals)
-		printf "RATIO desk_live_p99_5k_vs_250ms_target: %.2f\n", median("BenchmarkDeskLiveFanout5000|p99_ms") / 250
-	if ("BenchmarkDeskLiveFanout5000|B/conn" in vals)
-		printf "RATIO desk_live_bytes_per_idle_socket_5k_vs_40000_target: %.2f\n", median("BenchmarkDeskLiveFanout5000|B/conn") / 40000
-	if ("BenchmarkClaimRoundTrip|p99_ms" in vals)
-		printf "RATIO claim_p99_vs_10ms_target: %.2f\n", median("BenchmarkClaimRoundTrip|p99_ms") / 10
-	if ("BenchmarkThroughput16|ratio" in vals)
-		printf "RATIO throughput_16_vs_floor: %.2f\n", median("BenchmarkThroughput16|ratio")
-	if ("BenchmarkStateSize|ratio_1m_vs_1k" in vals)
-		printf "RATIO state_1m_vs_1k_step: %.2f\n", median("BenchmarkStateSize|ratio_1m_vs_1k")
-	if ("BenchmarkLangGraphResume|ratio_p50" in vals)
-		printf "RATIO langgraph_resume_vs_native_approval_p50: %.2f (target <= 1.3)\n", median("BenchmarkLangGraphResume|ratio_p50")
-	if ("BenchmarkOutboxApproval|ratio" in vals)
-		printf "RATIO approval_16tasks_webhook_vs_none: %.2f (target <= 1.1)\n", median("BenchmarkOutboxApproval|ratio")
-	if ("BenchmarkRequestCreate|p99_ms" in vals)
-		printf "RATIO request_create_p99_vs_10ms_target: %.2f\n", median("BenchmarkRequestCreate|p99_ms") / 10
-	if ("BenchmarkRequestWaitReturn|p99_ms" in vals)
-		printf "RATIO request_wait_return_p99_vs_50ms_target: %.2f\n", median("BenchmarkRequestWaitReturn|p99_ms") / 50
-	if ("BenchmarkRequestWaiters1000|db_conns" in vals)
-		printf "RATIO request_waiters_1000_db_conns_vs_2_target: %.2f\n", median("BenchmarkRequestWaiters1000|db_conns") / 2
-	if ("BenchmarkRuleEval|us/eval" in vals)
-		printf "RATIO rule_eval_us_vs_50us_target: %.2f\n", median("BenchmarkRuleEval|us/eval") / 50
-	if ("BenchmarkThroughput16|cpu_ratio" in vals)
-		printf "RATIO throughput_16_cpu_per_step_vs_floor_op: %.2f\n", median("BenchmarkThroughput16|cpu_ratio")
+	nr = split(ratios, rows, "\n")
+	for (r = 1; r <= nr; r++) {
+		if (rows[r] ~ /^#/ || split(rows[r], col, "\t") < 3 || !(col[1] in vals)) continue
+		printf "RATIO %s: %.2f%s\n", col[2], median(col[1]) / col[3], (col[4] != "") ? " " col[4] : ""
+	}
 }' "$out"
