@@ -29,6 +29,7 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/web"
 	"github.com/gatehousehq/gatehouse/internal/web/api"
 	"github.com/gatehousehq/gatehouse/internal/workflows/builtin"
+	"github.com/gatehousehq/gatehouse/internal/workflows/request"
 )
 
 // Server is Gatehouse in a program: made by New, run by Run. A Server runs
@@ -157,6 +158,14 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The demo model's banner belongs on the pages of the workflows that
+	// call it: the built-in ones, not a request's (nor a library user's).
+	var modelWorkflows []string
+	for _, w := range workflows {
+		if w.Name() != request.Name {
+			modelWorkflows = append(modelWorkflows, w.Name())
+		}
+	}
 	workflows = append(workflows, s.custom...)
 
 	// The hub and the workers outlive ctx (the signal): they stop in order
@@ -219,7 +228,7 @@ func (s *Server) Run(ctx context.Context) error {
 	srv := web.New(web.Deps{Engine: engine, Store: store, Hub: hub, Wake: run.Wake, Auth: authSvc, Decider: decider, Requests: reqs,
 		TrustProxy: cfg.Auth.TrustProxy, CORSOrigins: cfg.CORSOrigins, ClaimTTL: cfg.Auth.ClaimTTL,
 		Ready: func(ctx context.Context) error { return postgres.Ready(ctx, pool) }, Logger: log.With("component", "http"),
-		Version: s.version, Metrics: met.Handler(), LLMProvider: provider.Name(),
+		Version: s.version, Metrics: met.Handler(), LLMProvider: provider.Name(), ModelWorkflows: modelWorkflows,
 		SlackSigningSecret:  cfg.Notify.SlackSigningSecret,
 		WebhookAllowPrivate: cfg.Notify.WebhookAllowPrivate, OutboxRetention: cfg.OutboxRetention, SSO: ssoClient})
 	met.WatchWebsockets(srv.OpenWebsockets)

@@ -6,6 +6,7 @@ package main
 // screenshots (GATEHOUSE_SCREENSHOTS=dir keeps them).
 
 import (
+	"net/http"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -277,6 +278,21 @@ func TestFirstHourInTheBrowser(t *testing.T) {
 		}
 		if n := b.Count(`tr[data-name="ci-bot"]`); n != 1 {
 			t.Errorf("%d tokens named ci-bot after a reload, want 1", n)
+		}
+	})
+
+	// A request's task runs no model: its page has no demo-model banner.
+	t.Run("RequestPageHasNoDemoBanner", func(t *testing.T) {
+		b.T = t
+		var req requestJSON
+		if code := p.do("POST", "/api/v1/requests", map[string]any{"kind": "tool_call", "title": "Run the migration?",
+			"payload": map[string]any{"tool": "psql"}}, &req); code != http.StatusCreated {
+			t.Fatalf("create: %d", code)
+		}
+		b.Navigate(base + "/tasks/" + req.TaskID)
+		b.WaitJS(`document.querySelector(`+bt.Q(pending("tool_call"))+`)`, 15*time.Second)
+		if b.Exists(".demo-banner") {
+			t.Errorf("a request's page shows the demo-model banner: %q", b.Text(".demo-banner"))
 		}
 	})
 

@@ -62,8 +62,11 @@ type Deps struct {
 	// Metrics, when set, is served at GET /metrics, open like /healthz.
 	Metrics http.Handler
 	// LLMProvider is the LLM_PROVIDER in use; "scripted" puts the offline
-	// demo model's banner on task pages.
+	// demo model's banner on the task pages of ModelWorkflows.
 	LLMProvider string
+	// ModelWorkflows names the workflows whose nodes call that model (the
+	// built-in ones but request): a request's page has no model to speak of.
+	ModelWorkflows []string
 	// CORSOrigins are the browser origins allowed to call /langgraph
 	// (GATEHOUSE_CORS_ORIGINS): Agent Inbox calls from the browser.
 	CORSOrigins []string
@@ -123,7 +126,8 @@ type Server struct {
 	closed  bool
 	metrics http.Handler
 
-	llmProvider string
+	llmProvider    string
+	modelWorkflows []string
 	// lg is the LangGraph Agent Server API under /langgraph (SPEC §14).
 	lg *langgraph.API
 
@@ -145,7 +149,7 @@ func New(d Deps) *Server {
 	}
 	s := &Server{engine: d.Engine, store: d.Store, hub: d.Hub, wake: d.Wake, ready: d.Ready, log: log, metrics: d.Metrics,
 		version: d.Version, sockets: socket.NewGroup(), auth: d.Auth, sso: d.SSO, decider: d.Decider, trustProxy: d.TrustProxy,
-		roles: map[string]auth.Role{}, llmProvider: d.LLMProvider,
+		roles: map[string]auth.Role{}, llmProvider: d.LLMProvider, modelWorkflows: d.ModelWorkflows,
 		webhookAllowPrivate: d.WebhookAllowPrivate, outboxRetention: d.OutboxRetention}
 	if s.auth == nil {
 		s.auth = auth.NewService(auth.Config{Store: d.Store, BootstrapToken: d.BootstrapToken,
@@ -216,7 +220,7 @@ func (s *Server) routes() {
 	// It checks its own sessions, roles and CSRF tokens.
 	s.desk = desk.New(desk.Deps{Engine: s.engine, Store: s.store, Hub: s.hub, Auth: s.auth, Decider: s.decider,
 		SSO: s.sso, Wake: s.wake, Sockets: s.sockets, Recheck: s.recheck, TrustProxy: s.trustProxy,
-		ClaimTTL: s.claimTTL, LLMProvider: s.llmProvider, WebhookAllowPrivate: s.webhookAllowPrivate,
+		ClaimTTL: s.claimTTL, LLMProvider: s.llmProvider, ModelWorkflows: s.modelWorkflows, WebhookAllowPrivate: s.webhookAllowPrivate,
 		OutboxRetention: s.outboxRetention, Logger: s.log})
 	s.desk.Register(router{s})
 

@@ -97,8 +97,11 @@ type Deps struct {
 	TrustProxy bool
 	// ClaimTTL is how long a claim on an interrupt lasts unless renewed.
 	ClaimTTL time.Duration
-	// LLMProvider is the LLM_PROVIDER in use ("scripted": the demo banner).
+	// LLMProvider is the LLM_PROVIDER in use ("scripted": the demo banner
+	// on the pages of ModelWorkflows' tasks).
 	LLMProvider string
+	// ModelWorkflows names the workflows whose nodes call the model.
+	ModelWorkflows []string
 	// WebhookAllowPrivate lets /admin/webhooks add endpoints on private
 	// addresses; OutboxRetention is what the page says of retention.
 	WebhookAllowPrivate bool
@@ -118,7 +121,7 @@ func New(deps Deps) *Handler {
 	}
 	e := &env{engine: deps.Engine, store: deps.Store, hub: deps.Hub, auth: deps.Auth, decider: deps.Decider,
 		sso: deps.SSO, wake: deps.Wake, sockets: deps.Sockets, recheck: deps.Recheck, trustProxy: deps.TrustProxy,
-		claimTTL: deps.ClaimTTL, llmProvider: deps.LLMProvider, webhookAllowPrivate: deps.WebhookAllowPrivate,
+		claimTTL: deps.ClaimTTL, llmProvider: deps.LLMProvider, modelWorkflows: deps.ModelWorkflows, webhookAllowPrivate: deps.WebhookAllowPrivate,
 		outboxRetention: deps.OutboxRetention, log: log, presence: newPresenceHub()}
 	if deps.Hub != nil {
 		deps.Hub.OnNotify(postgres.ChannelPresence, e.presence.changed)
@@ -158,6 +161,7 @@ type env struct {
 	trustProxy          bool
 	claimTTL            time.Duration
 	llmProvider         string
+	modelWorkflows      []string
 	webhookAllowPrivate bool
 	outboxRetention     time.Duration
 	log                 *slog.Logger

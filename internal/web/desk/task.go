@@ -210,7 +210,7 @@ func (d *desk) buildTaskPage(ctx context.Context, td *taskData, sel artifactSel,
 	if t.Status == graph.StatusSucceeded {
 		p.Deliverable = d.deliverable(td)
 	}
-	p.DemoModel = d.s.llmProvider == "scripted"
+	p.DemoModel = d.s.llmProvider == "scripted" && slices.Contains(d.s.modelWorkflows, t.Workflow)
 	return p
 }
 
