@@ -195,8 +195,16 @@ func unsupported(path, key string) *FieldError {
 func parseField(path, name string, m map[string]json.RawMessage, single bool) (Field, error) {
 	f := Field{Name: name, Title: name}
 	var typ string
-	if err := json.Unmarshal(m["type"], &typ); err != nil {
-		return f, &FieldError{Field: path + ".type", Problem: "is required: string, integer, number, boolean or array"}
+	var enum []string
+	_, typed := m["type"]
+	switch {
+	case !typed && json.Unmarshal(m["enum"], &enum) == nil && len(enum) > 0:
+		// {"enum": ["a", "b"]} is a choice of strings without saying so
+		// (JSON Schema needs no type beside an enum): the schema as
+		// written still validates the answer.
+		typ = TypeString
+	case json.Unmarshal(m["type"], &typ) != nil:
+		return f, &FieldError{Field: path + ".type", Problem: "is required (or an enum of strings): string, integer, number, boolean or array"}
 	}
 	f.Type = typ
 	allowed := []string{"type", "title", "description", "default"}

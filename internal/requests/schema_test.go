@@ -109,3 +109,31 @@ func TestSingle(t *testing.T) {
 		t.Errorf("empty: %v", err)
 	}
 }
+
+// TestEnumWithoutType: {"enum": [...]} of strings is a choice (JSON
+// Schema needs no type beside an enum; docs/mcp.md's example has none);
+// an enum of other things still needs its type.
+func TestEnumWithoutType(t *testing.T) {
+	t.Parallel()
+	f, err := ParseForm([]byte(`{"type":"object","properties":{"region":{"enum":["eu-west-1","us-east-1"]}},"required":["region"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Fields[0]; got.Type != TypeString || got.Widget != WidgetSelect || len(got.Enum) != 2 {
+		t.Errorf("field = %+v, want a string select of 2", got)
+	}
+	v, _ := f.Collect(url.Values{"answer.region": {"eu-west-1"}})
+	if got, err := f.Validate(v); err != nil || string(got) != `{"region":"eu-west-1"}` {
+		t.Errorf("eu-west-1: %s, %v", got, err)
+	}
+	v, _ = f.Collect(url.Values{"answer.region": {"mars"}})
+	var ae *AnswerError
+	if _, err := f.Validate(v); !errors.As(err, &ae) || ae.Field != "value.region" {
+		t.Errorf("mars: %v", err)
+	}
+	var fe *FieldError
+	if _, err := ParseForm([]byte(`{"type":"object","properties":{"n":{"enum":[1,2]}}}`)); !errors.As(err, &fe) ||
+		fe.Field != "response_schema.properties.n.type" {
+		t.Errorf("enum of numbers without a type: %v", err)
+	}
+}
