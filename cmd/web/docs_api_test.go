@@ -147,8 +147,9 @@ func TestDocsRequestsRunsVerbatim(t *testing.T) {
 				continue
 			}
 			r := list.Requests[0]
-			p.do("POST", "/api/v1/tasks/"+r.TaskID+"/decisions", map[string]any{"interrupt_id": r.InterruptID, "action": "approve"}, nil)
-			return
+			if p.do("POST", "/api/v1/tasks/"+r.TaskID+"/decisions", map[string]any{"interrupt_id": r.InterruptID, "action": "approve"}, nil) == 202 {
+				return
+			}
 		}
 	}()
 	text := runDocBlocks(t, "requests.md", d, p)
