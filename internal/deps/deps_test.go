@@ -52,7 +52,7 @@ func short(path string) string {
 // request, response and socket kernels below them on none of them;
 // runner, timekeeper, notify and metrics not on postgres (they declare the
 // Store they need); graph, the public engine, on nothing of the module but
-// its small helpers.
+// its small helpers; pgtext on nothing of the module.
 func TestImportDirections(t *testing.T) {
 	all := deps(t)
 	handlers := []string{"internal/web/api", "internal/web/desk", "internal/web/act", "internal/web/slack"}
@@ -95,6 +95,12 @@ func TestImportDirections(t *testing.T) {
 				t.Errorf("%s depends on %s, which it must not import", r.pkg, b)
 			}
 		}
+	}
+
+	// pgtext, the one check of text PostgreSQL cannot store, sits below
+	// every channel that reads a request (internal/web's, langgraph, mcp).
+	if ds, ok := all["internal/pgtext"]; !ok || len(ds) > 0 {
+		t.Errorf("internal/pgtext must exist and import only the standard library (it imports %v)", ds)
 	}
 
 	helpers := []string{"internal/jsonobj", "internal/jcs"}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/pgtext"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 )
 
@@ -145,6 +146,11 @@ func decodeBody(c echo.Context, v any) error {
 	if body[0] != '{' {
 		return unprocessable("the request body must be a JSON object")
 	}
+	// Text PostgreSQL cannot store, before anything is decoded (the
+	// decoder would turn invalid UTF-8 into U+FFFD without a word).
+	if field, problem := pgtext.JSON(body); problem != "" {
+		return badText(field, problem)
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
@@ -157,6 +163,15 @@ func decodeBody(c echo.Context, v any) error {
 		return unprocessable("the request body holds data after its JSON object")
 	}
 	return nil
+}
+
+// badText is the 400 of a field (of the body, or a query parameter) whose
+// text cannot be stored: U+0000 or invalid UTF-8 (pgtext).
+func badText(field, problem string) *apiError {
+	if field == "" {
+		return &apiError{Status: http.StatusBadRequest, Detail: "the request " + problem}
+	}
+	return &apiError{Status: http.StatusBadRequest, Detail: field + ": " + problem}
 }
 
 func jsonKind(goKind string) string {

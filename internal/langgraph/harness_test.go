@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -228,4 +229,40 @@ func (s *stack) counts(t *testing.T) map[string]int64 {
 		out[q] = n
 	}
 	return out
+}
+
+// scene is what the refusal tests send bad requests to: an idle thread, a
+// thread waiting at its first gate and its run, and the rows a refused
+// request must leave as they are.
+type scene struct {
+	idle, waiting, run string
+	before             map[string]int64
+}
+
+func (s *stack) scene(t *testing.T, description string) scene {
+	t.Helper()
+	sc := scene{idle: s.newThread(t), waiting: s.interruptedThread(t, description)}
+	var runs []map[string]any
+	s.do(t, http.MethodGet, "/threads/"+sc.waiting+"/runs", nil).decode(t, &runs)
+	sc.run = runs[0]["run_id"].(string)
+	sc.before = s.counts(t)
+	return sc
+}
+
+// refused checks that r is status with a {"detail"} saying each of want,
+// and that no row changed since the scene was set.
+func (s *stack) refused(t *testing.T, sc scene, r response, status int, want ...string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("%d %s, want %d", r.status, r.body, status)
+	}
+	d := r.detail(t)
+	for _, w := range want {
+		if !strings.Contains(d, w) {
+			t.Fatalf("detail %q does not say %q", d, w)
+		}
+	}
+	if after := s.counts(t); !maps.Equal(after, sc.before) {
+		t.Fatalf("rows changed: %v → %v", sc.before, after)
+	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/live"
+	"github.com/gatehousehq/gatehouse/internal/pgtext"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 )
 
@@ -135,7 +136,9 @@ func principalOf(c echo.Context) auth.Principal {
 
 // Pre runs before routing for every request under /langgraph: CORS (a
 // preflight is answered here), then authentication by x-api-key or bearer
-// token (/ok and /info are open), then the body limit. Other paths pass.
+// token (/ok and /info are open), then the query string (a parameter with
+// text PostgreSQL cannot store is 400 naming it: pgtext), then the body
+// limit. Other paths pass.
 func (a *API) Pre(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
@@ -153,6 +156,12 @@ func (a *API) Pre(next echo.HandlerFunc) echo.HandlerFunc {
 			if err := a.authenticate(c); err != nil {
 				return err
 			}
+		}
+		if name, problem := pgtext.Values(c.QueryParams()); problem != "" {
+			if name == "" {
+				return badText("", "query string has a parameter "+strings.TrimPrefix(problem, "has a "))
+			}
+			return badText(name, problem)
 		}
 		if r.ContentLength > maxBody {
 			return &apiError{Status: http.StatusRequestEntityTooLarge, Detail: "request body is larger than 1048576 bytes"}

@@ -2,7 +2,6 @@ package langgraph_test
 
 import (
 	"encoding/json"
-	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -257,11 +256,8 @@ func TestNonEmptyBodies(t *testing.T) {
 func TestBadInputChangesNothing(t *testing.T) {
 	t.Parallel()
 	s := setup(t)
-	idle := s.newThread(t)
-	waiting := s.interruptedThread(t, "Bad input")
-	var run []map[string]any
-	s.do(t, http.MethodGet, "/threads/"+waiting+"/runs", nil).decode(t, &run)
-	before := s.counts(t)
+	sc := s.scene(t, "Bad input")
+	idle, waiting := sc.idle, sc.waiting
 	resume := func(hr any) map[string]any {
 		return map[string]any{"assistant_id": "feature", "command": map[string]any{"resume": hr}}
 	}
@@ -289,23 +285,14 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"BadStreamMode", http.MethodPost, "/threads/" + idle + "/runs", map[string]any{"assistant_id": "feature", "input": map[string]any{}, "stream_mode": "nope"}, 422, "stream_mode"},
 		{"InputNotObject", http.MethodPost, "/threads/" + idle + "/runs", map[string]any{"assistant_id": "feature", "input": "text"}, 422, "input"},
 		{"BadGatesOption", http.MethodPost, "/threads/" + idle + "/runs", map[string]any{"assistant_id": "feature", "input": map[string]any{"description": "x"}, "config": map[string]any{"configurable": map[string]any{"gates": "all"}}}, 422, "gates"},
-		{"RollbackCancel", http.MethodPost, "/threads/" + waiting + "/runs/" + run[0]["run_id"].(string) + "/cancel?action=rollback", nil, 422, "rollback"},
-		{"CancelEndedRun", http.MethodPost, "/threads/" + waiting + "/runs/" + run[0]["run_id"].(string) + "/cancel", nil, 409, "ended"},
+		{"RollbackCancel", http.MethodPost, "/threads/" + waiting + "/runs/" + sc.run + "/cancel?action=rollback", nil, 422, "rollback"},
+		{"CancelEndedRun", http.MethodPost, "/threads/" + waiting + "/runs/" + sc.run + "/cancel", nil, 409, "ended"},
 		{"StateUpdate", http.MethodPost, "/threads/" + waiting + "/state", map[string]any{"values": map[string]any{"name": "x"}, "as_node": "requirements"}, 422, "as_node"},
 		{"ResolveIdle", http.MethodPost, "/threads/" + idle + "/state", map[string]any{"values": nil, "as_node": "__end__"}, 409, "not interrupted"},
 		{"SearchBadStatus", http.MethodPost, "/threads/search", map[string]any{"status": "sleeping"}, 422, "status"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := s.do(t, c.method, c.path, c.body)
-			if r.status != c.status {
-				t.Fatalf("%d %s, want %d", r.status, r.body, c.status)
-			}
-			if d := r.detail(t); !strings.Contains(d, c.want) {
-				t.Fatalf("detail %q does not say %q", d, c.want)
-			}
-			if after := s.counts(t); !maps.Equal(after, before) {
-				t.Fatalf("rows changed: %v → %v", before, after)
-			}
+			s.refused(t, sc, s.do(t, c.method, c.path, c.body), c.status, c.want)
 		})
 	}
 }

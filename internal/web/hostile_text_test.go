@@ -93,3 +93,65 @@ func TestHostileTextDesk(t *testing.T) {
 		t.Errorf("%d decisions recorded by a refused form", n)
 	}
 }
+
+// TestHostileTextQuery: a query parameter with U+0000 (%00) or invalid
+// UTF-8 (%FF) — a filter, a search, an analytics range, a cursor — is 400
+// naming the parameter on every API route and desk page (an HTML page
+// there), checked once before any handler reads it; nothing changes.
+// Before, filters that reached PostgreSQL were 500s.
+func TestHostileTextQuery(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withRunner())
+	id := e.createFeature("Hostile query")
+	e.waitPending(id, "prd")
+	fp := e.fingerprint(t)
+	for _, c := range []struct{ path, param string }{
+		{"/api/v1/tasks?workflow=%00", "workflow"},
+		{"/api/v1/tasks?workflow=%FF", "workflow"},
+		{"/api/v1/tasks?status=waiting&cursor=%FF%FE", "cursor"},
+		{"/api/v1/interrupts?kind=%00", "kind"},
+		{"/api/v1/interrupts?status=%FF", "status"},
+		{"/api/v1/requests?kind=%00", "kind"},
+		{"/api/v1/audit?actor=%00", "actor"},
+		{"/api/v1/audit?kind=%FF", "kind"},
+		{"/api/v1/analytics?workflow=%00", "workflow"},
+		{"/api/v1/analytics?kind=%FF&since=2026-01-01", "kind"},
+		{"/api/v1/tasks/" + id + "/events?after=%00", "after"},
+		{"/api/v1/tasks?x=%00", "x"},
+		{"/api/v1/tasks?%FF=1", "parameter name"},
+	} {
+		r := e.do(t, http.MethodGet, c.path, nil)
+		if r.status != http.StatusBadRequest {
+			t.Errorf("GET %s: %d %s, want 400", c.path, r.status, r.body)
+			continue
+		}
+		if er := r.apiErr(t); !strings.Contains(er.Message, c.param) || (er.Field != c.param && c.param != "parameter name") {
+			t.Errorf("GET %s: %+v, want %s named", c.path, er, c.param)
+		}
+	}
+	for _, c := range []struct{ path, param string }{
+		{"/?q=%00", "q"},
+		{"/?workflow=%FF", "workflow"},
+		{"/inbox?kind=%FF", "kind"},
+		{"/inbox?workflow=%00", "workflow"},
+		{"/analytics?workflow=%00", "workflow"},
+		{"/analytics?kind=%FF", "kind"},
+		{"/analytics/tasks?workflow=%00", "workflow"},
+		{"/audit?actor=%00", "actor"},
+		{"/audit?kind=%FF", "kind"},
+		{"/tasks/new?workflow=%00", "workflow"},
+		{"/tasks/" + id + "?artifact=%FF", "artifact"},
+		{"/tasks/" + id + "/fork?step=%00", "step"},
+		{"/live/dashboard?q=%00", "q"},
+		{"/live/inbox?kind=%FF", "kind"},
+	} {
+		status, _, body := e.get(t, c.path, nil)
+		if status != http.StatusBadRequest || !strings.Contains(body, c.param) || !strings.Contains(body, "cannot be stored") &&
+			!strings.Contains(body, "UTF-8") {
+			t.Errorf("GET %s: %d, want 400 naming %s\n%.600s", c.path, status, c.param, body)
+		}
+	}
+	if got := e.fingerprint(t); got != fp {
+		t.Errorf("refused requests changed the database: %s → %s", fp, got)
+	}
+}

@@ -80,6 +80,19 @@ func onAPI(mw echo.MiddlewareFunc) echo.MiddlewareFunc {
 	}
 }
 
+// checkQuery refuses an API request whose query string has text
+// PostgreSQL cannot store (request.CheckQuery: 400 naming the parameter),
+// after authentication and before any handler reads a filter. The desk
+// checks its own (an HTML page), /langgraph its own ({"detail"}).
+func checkQuery(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if err := request.CheckQuery(c); err != nil {
+			return err
+		}
+		return next(c)
+	}
+}
+
 // limitBody refuses bodies over response.MaxBody: at once when Content-Length says
 // so, otherwise when the reader crosses the limit (decodeBody then answers
 // 413).

@@ -186,7 +186,7 @@ func New(d Deps) *Server {
 	// request (an unknown API route is 401 before it is 404) without a
 	// group catch-all that would turn 405s into 404s. /langgraph does its
 	// own CORS, authentication and limits (s.lg.Pre).
-	e.Pre(s.logRequests, s.recoverPanics, securityHeaders, s.lg.Pre, onAPI(s.authenticate), onAPI(limitBody), limitDeskBody)
+	e.Pre(s.logRequests, s.recoverPanics, securityHeaders, s.lg.Pre, onAPI(s.authenticate), onAPI(checkQuery), onAPI(limitBody), limitDeskBody)
 	s.e = e
 	s.routes()
 	s.lg.Register(e)

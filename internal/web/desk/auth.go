@@ -48,6 +48,16 @@ func (d *desk) route(method, path string, role auth.Role, h echo.HandlerFunc, pa
 	}
 	if page {
 		h = d.page(h)
+	} else {
+		// Live feeds read filters too; a page checks its query in
+		// pageErrors.
+		next := h
+		h = func(c echo.Context) error {
+			if err := request.CheckQuery(c); err != nil {
+				return err
+			}
+			return next(c)
+		}
 	}
 	d.router.Handle(method, path, role, h)
 }

@@ -94,12 +94,16 @@ func (d *desk) page(h echo.HandlerFunc) echo.HandlerFunc {
 // becomes an HTML error page with its status. Only for forms that carry
 // their own credential (an action link's token).
 //
-// A posted form with text PostgreSQL cannot store (U+0000, invalid UTF-8)
-// is refused here for every page, 400 naming the field, before the
-// handler runs: nothing changes. A form posted by htmx keeps what was
-// typed (a 400 is not swapped) and app.js shows the message in it.
+// A query string or a posted form with text PostgreSQL cannot store
+// (U+0000, invalid UTF-8) is refused here for every page, 400 naming the
+// parameter or field, before the handler runs: nothing changes. A form
+// posted by htmx keeps what was typed (a 400 is not swapped) and app.js
+// shows the message in it.
 func (d *desk) pageErrors(h echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		if err := request.CheckQuery(c); err != nil {
+			return d.errorPage(c, err)
+		}
 		if err := request.CheckForm(c); err != nil {
 			return d.errorPage(c, err)
 		}

@@ -1,37 +1,23 @@
 package request
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/url"
-	"sort"
-	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gatehousehq/gatehouse/internal/pgtext"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 )
 
 // PostgreSQL stores no U+0000 and no invalid UTF-8 in text or jsonb: such
 // input is refused at the door, 400 naming the field, before anything is
 // changed (LESSONS: "found with hostile text"). DecodeJSON checks every
-// JSON body; CheckForm every form a page posts.
-
-// badText says what is wrong with s as stored text ("" when nothing).
-func badText(s string) string {
-	switch {
-	case !utf8.ValidString(s):
-		return "is not valid UTF-8"
-	case strings.IndexByte(s, 0) >= 0:
-		return "contains a NUL character (U+0000), which cannot be stored"
-	}
-	return ""
-}
+// JSON body; CheckForm every form a page posts; CheckQuery every query
+// string. The check itself is pgtext's, which the channels outside
+// internal/web (LangGraph, MCP) use too.
 
 // TextError is the 400 of a field whose text cannot be stored.
 func TextError(field, problem string) error {
@@ -41,91 +27,14 @@ func TextError(field, problem string) error {
 	return response.BadRequest(field, "%s %s", field, problem)
 }
 
-// checkJSONText finds the first string (key or value) of a JSON document
-// that cannot be stored and names its field ("input.description",
-// "items[2]"); ok when there is none. body must be valid JSON.
+// checkJSONText refuses a JSON document with a string (key or value) that
+// cannot be stored, naming its field ("input.description", "items[2]").
+// body must be valid JSON.
 func checkJSONText(body []byte) error {
-	if utf8.Valid(body) && !bytes.Contains(body, []byte(`\u0000`)) {
-		return nil // the common case: nothing to look for
+	if field, problem := pgtext.JSON(body); problem != "" {
+		return TextError(field, problem)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	type frame struct {
-		object bool
-		key    string
-		index  int
-		atKey  bool
-	}
-	var stack []frame
-	path := func() string {
-		var b strings.Builder
-		for _, f := range stack {
-			switch {
-			case f.object && f.key != "":
-				if b.Len() > 0 {
-					b.WriteByte('.')
-				}
-				b.WriteString(f.key)
-			case !f.object:
-				b.WriteString("[" + strconv.Itoa(f.index) + "]")
-			}
-		}
-		return b.String()
-	}
-	// value marks the end of a value in the container on top.
-	value := func() {
-		if n := len(stack); n > 0 {
-			if stack[n-1].object {
-				stack[n-1].atKey = true
-			} else {
-				stack[n-1].index++
-			}
-		}
-	}
-	prev := int64(0)
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return nil // the decoder reports syntax
-		}
-		raw := body[prev:dec.InputOffset()]
-		prev = dec.InputOffset()
-		switch t := tok.(type) {
-		case json.Delim:
-			switch t {
-			case '{':
-				stack = append(stack, frame{object: true, atKey: true})
-			case '[':
-				stack = append(stack, frame{})
-			default:
-				stack = stack[:len(stack)-1]
-				value()
-			}
-		case string:
-			problem := ""
-			if !utf8.Valid(raw) {
-				problem = "is not valid UTF-8"
-			} else {
-				problem = badText(t)
-			}
-			n := len(stack)
-			if n > 0 && stack[n-1].object && stack[n-1].atKey {
-				stack[n-1].key, stack[n-1].atKey = t, false
-				if problem != "" {
-					return TextError(path(), "has a key that "+problem)
-				}
-				continue
-			}
-			if problem != "" {
-				return TextError(path(), problem)
-			}
-			value()
-		default:
-			value()
-		}
-	}
+	return nil
 }
 
 // CheckForm refuses a posted URL-encoded form any of whose values or
@@ -148,20 +57,27 @@ func CheckForm(c echo.Context) error {
 // CheckValues is CheckForm's check of a form's values, for a handler that
 // parsed its form itself.
 func CheckValues(values url.Values) error {
-	names := make([]string, 0, len(values))
-	for k := range values {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		if p := badText(k); p != "" {
-			return TextError("", "has a field name that "+p)
+	if name, problem := pgtext.Values(values); problem != "" {
+		if name == "" {
+			return TextError("", "has a field "+strings.TrimPrefix(problem, "has a "))
 		}
-		for _, v := range values[k] {
-			if p := badText(v); p != "" {
-				return TextError(k, p)
-			}
-		}
+		return TextError(name, problem)
 	}
 	return nil
+}
+
+// CheckQuery refuses a request whose query string has a parameter (name
+// or value) that cannot be stored or compared — %00, %FF — 400 naming the
+// parameter, before a handler reads it: a filter or a search term with
+// such text would otherwise reach PostgreSQL and come back as a 500.
+func CheckQuery(c echo.Context) error {
+	name, problem := pgtext.Values(c.QueryParams())
+	switch {
+	case problem == "":
+		return nil
+	case name == "":
+		return response.BadRequest("", "the query string has a parameter %s", strings.TrimPrefix(problem, "has a "))
+	default:
+		return response.BadRequest(name, "%s %s", name, problem)
+	}
 }
