@@ -284,10 +284,10 @@ func TestDeskRespondAndEdit(t *testing.T) {
 	}
 }
 
-// TestDeskNewTaskFiles: a schema's array of {name, content} is a file
-// upload; the files become the input.
-func TestDeskNewTaskFiles(t *testing.T) {
-	t.Parallel()
+// filesWorkflow is a one-node workflow whose input has a query and an
+// array of {name, content}: the form uploads files for it.
+func filesWorkflow(t *testing.T) graph.Workflow {
+	t.Helper()
 	g, err := graph.New[map[string]any]("files").
 		Node("read", func(_ context.Context, _ *graph.NodeRun, s map[string]any) (map[string]any, error) { return s, nil }).
 		Edge("read", graph.END).
@@ -303,33 +303,50 @@ func TestDeskNewTaskFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := setup(t, withRunner(g))
+	return g
+}
+
+// postMultipart posts the new-task form of workflow as multipart, as the
+// default user's browser does when it has a file field: fields (names and
+// values, in order) and the files of input.files.
+func (e *bundle) postMultipart(t *testing.T, workflow string, fields []string, files map[string]string) (int, http.Header, string) {
+	t.Helper()
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	sess := e.session(defaultUser)
+	_ = mw.WriteField(csrfField, sess.csrf)
+	_ = mw.WriteField("workflow", workflow)
+	for i := 0; i+1 < len(fields); i += 2 {
+		_ = mw.WriteField(fields[i], fields[i+1])
+	}
+	for name, content := range files {
+		w, _ := mw.CreateFormFile("input.files", name)
+		_, _ = io.WriteString(w, content)
+	}
+	_ = mw.Close()
+	req, _ := http.NewRequest(http.MethodPost, e.base+"/tasks/new", &buf)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.AddCookie(sess.cookie)
+	res, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, res.Header, string(b)
+}
+
+// TestDeskNewTaskFiles: a schema's array of {name, content} is a file
+// upload; the files become the input.
+func TestDeskNewTaskFiles(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withRunner(filesWorkflow(t)))
 	_, _, page := e.get(t, "/tasks/new?workflow=files", nil)
 	if !strings.Contains(page, `enctype="multipart/form-data"`) || !strings.Contains(page, `type="file" multiple`) {
 		t.Fatal("no file upload in the form")
 	}
 	post := func(files map[string]string) (int, http.Header, string) {
-		var buf bytes.Buffer
-		mw := multipart.NewWriter(&buf)
-		sess := e.session(defaultUser)
-		_ = mw.WriteField(csrfField, sess.csrf)
-		_ = mw.WriteField("workflow", "files")
-		_ = mw.WriteField("input.query", "Read these")
-		for name, content := range files {
-			w, _ := mw.CreateFormFile("input.files", name)
-			_, _ = io.WriteString(w, content)
-		}
-		_ = mw.Close()
-		req, _ := http.NewRequest(http.MethodPost, e.base+"/tasks/new", &buf)
-		req.Header.Set("Content-Type", mw.FormDataContentType())
-		req.AddCookie(sess.cookie)
-		res, err := noRedirect.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, res.Header, string(b)
+		return e.postMultipart(t, "files", []string{"input.query", "Read these"}, files)
 	}
 	status, _, body := post(map[string]string{"big.txt": strings.Repeat("x", 2000)})
 	if status != http.StatusUnprocessableEntity || !strings.Contains(body, "big.txt is larger than 1 KiB") ||

@@ -4,8 +4,12 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gatehousehq/gatehouse/internal/auth"
 )
 
 // TestHostileTextAPI: U+0000 (the JSON escape) or invalid UTF-8 in any
@@ -153,5 +157,144 @@ func TestHostileTextQuery(t *testing.T) {
 	}
 	if got := e.fingerprint(t); got != fp {
 		t.Errorf("refused requests changed the database: %s → %s", fp, got)
+	}
+}
+
+// fieldBlock is the markup of the new-task form's field named name (its
+// label, input, help and error), "" when the page has none.
+func fieldBlock(page, name string) string {
+	i := strings.Index(page, `data-field="`+name+`"`)
+	if i < 0 {
+		return ""
+	}
+	rest := page[i+1:]
+	if j := strings.Index(rest, `data-field="`); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest
+}
+
+// TestHostileTextNewTaskForm: the new-task form, URL-encoded or multipart
+// (a workflow with file attachments), with U+0000 or invalid UTF-8 in a
+// field comes back (400) with the message beside that field and every
+// text typed kept — the bad field's too, with U+FFFD where its characters
+// could not be shown — and starts nothing. Before, it was an error page
+// and everything typed was lost.
+func TestHostileTextNewTaskForm(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withRunner(filesWorkflow(t)))
+	before := e.count(t, "tasks")
+	check := func(name string, status int, body, field, problem string, kept ...string) {
+		t.Helper()
+		if status != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400 and the form again", name, status)
+			return
+		}
+		if !strings.Contains(body, `id="new-task"`) {
+			t.Errorf("%s: not the form\n%.800s", name, body)
+		}
+		block := fieldBlock(body, field)
+		if field == "title" {
+			block = body[strings.Index(body, `id="f-title"`):]
+			block = block[:strings.Index(block, "</div>")]
+		}
+		if !strings.Contains(block, `class="field-error"`) || !strings.Contains(block, problem) {
+			t.Errorf("%s: no message saying %q beside %s\n%s", name, problem, field, block)
+		}
+		for _, k := range kept {
+			if !strings.Contains(body, k) {
+				t.Errorf("%s: %q was not kept", name, k)
+			}
+		}
+	}
+	// URL-encoded (the feature workflow has no file field).
+	for _, c := range []struct{ name, field, value, problem, shown string }{
+		{"NUL in the description", "input.description", "Let users\x00 export CSV", "NUL", "Let users\uFFFD export CSV"},
+		{"invalid UTF-8 in the description", "input.description", "Let users \xff export CSV", "UTF-8", "Let users \uFFFD export CSV"},
+		{"NUL in the title", "title", "CSV\x00export", "NUL", "CSV\uFFFDexport"},
+	} {
+		form := url.Values{"workflow": {"feature"}, "title": {"CSV export"}, "input.description": {"Let users export CSV"}}
+		form.Set(c.field, c.value)
+		status, _, body := e.postForm(t, "/tasks/new", form, false, "")
+		check(c.name, status, body, c.field, c.problem, c.shown, "CSV", "Let users")
+	}
+	// Multipart, with a file attached.
+	for _, c := range []struct {
+		name, query, file, field, problem, shown string
+	}{
+		{"NUL in the query", "Read\x00 these", "notes.md", "input.query", "NUL", "Read\uFFFD these"},
+		{"invalid UTF-8 in the query", "Read \xfe\xff these", "notes.md", "input.query", "UTF-8", "Read \uFFFD these"},
+		{"invalid UTF-8 in a file's name", "Read these", "n\xffotes.md", "input.files", "name is not valid UTF-8", "Read these"},
+	} {
+		status, _, body := e.postMultipart(t, "files", []string{"title", "My files", "input.query", c.query},
+			map[string]string{c.file: "# Notes"})
+		check(c.name, status, body, c.field, c.problem, c.shown, "My files", "attach them again")
+	}
+	if n := e.count(t, "tasks"); n != before {
+		t.Errorf("%d tasks started by refused forms", n-before)
+	}
+}
+
+// TestHostileTextSlack: a signed Slack callback with U+0000 or invalid
+// UTF-8 in its payload (the user, the button's value) or its form decides
+// nothing; the person who clicked is told so in an ephemeral message
+// naming the field (what Slack shows), or, when the response_url itself is
+// what is wrong, the answer is 400 naming it. The same click with clean
+// text then approves.
+func TestHostileTextSlack(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withRunner())
+	e.user("alice", auth.RoleApprover)
+	if err := e.auth.SetSlack(context.Background(), "test", "alice", "U0ALICE"); err != nil {
+		t.Fatal(err)
+	}
+	ts := slackServer(t, e)
+	responses := newSlackHook(t)
+	id := e.createFeature("Hostile Slack")
+	itr := e.waitPending(id, "prd")
+	payload := func(user, responseURL, value string) string {
+		return `{"type":"block_actions","user":{"id":"` + user + `"},"response_url":"` + responseURL +
+			`","actions":[{"action_id":"approve","value":"` + value + `"}]}`
+	}
+	post := func(form url.Values) (int, string) {
+		body := form.Encode()
+		now := strconv.FormatInt(time.Now().Unix(), 10)
+		return postSlack(t, ts.URL, body, now, signSlack(now, body))
+	}
+	fp := e.fingerprint(t)
+	rurl := responses.srv.URL
+	for _, c := range []struct {
+		name  string
+		form  url.Values
+		field string
+	}{
+		{"NUL in the user", url.Values{"payload": {payload(`U0ALICE\u0000`, rurl, itr.ID)}}, "payload.user.id"},
+		{"invalid UTF-8 in the user", url.Values{"payload": {payload("U0ALICE\xff", rurl, itr.ID)}}, "payload.user.id"},
+		{"NUL in the button's value", url.Values{"payload": {payload("U0ALICE", rurl, itr.ID+`\u0000`)}}, "payload.actions[0].value"},
+		{"NUL in another field", url.Values{"payload": {payload("U0ALICE", rurl, itr.ID)}, "team": {"T\x00"}}, "team"},
+	} {
+		code, _ := post(c.form)
+		if code != http.StatusOK {
+			t.Errorf("%s: %d, want 200 and an ephemeral message", c.name, code)
+			continue
+		}
+		r := responses.next(t)
+		text, _ := r["text"].(string)
+		if r["response_type"] != "ephemeral" || !strings.HasPrefix(text, "Nothing was decided") || !strings.Contains(text, c.field) {
+			t.Errorf("%s: %v, want an ephemeral refusal naming %s", c.name, r, c.field)
+		}
+	}
+	code, body := post(url.Values{"payload": {payload("U0ALICE", rurl+`\u0000`, itr.ID)}})
+	if code != http.StatusBadRequest || !strings.Contains(body, "payload.response_url") {
+		t.Errorf("NUL in the response_url: %d %s, want 400 naming it", code, body)
+	}
+	if got := e.fingerprint(t); got != fp {
+		t.Errorf("refused callbacks changed the database: %s → %s", fp, got)
+	}
+	if code, _ := post(url.Values{"payload": {payload("U0ALICE", rurl, itr.ID)}}); code != http.StatusOK {
+		t.Fatalf("clean callback: %d", code)
+	}
+	if r := responses.next(t); r["replace_original"] != true {
+		t.Errorf("clean callback: %v, want the approval", r)
 	}
 }

@@ -61,6 +61,35 @@ func (h *slackHook) next(t *testing.T) map[string]any {
 	return h.got[len(h.got)-1]
 }
 
+// slackServer is a server of e's replica that verifies Slack's callbacks
+// with slackSecret.
+func slackServer(t *testing.T, e *bundle) *httptest.Server {
+	t.Helper()
+	srv := New(Deps{Engine: e.engine, Store: e.store, Hub: e.hub, Auth: e.auth, Decider: auth.NewDecider(e.engine, e.store, e.policy, e.log),
+		Logger: e.log, SlackSigningSecret: slackSecret})
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	return ts
+}
+
+// postSlack posts a callback as Slack does; the status and the body of the
+// answer.
+func postSlack(t *testing.T, base, body, stamp, sig string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/integrations/slack/actions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Slack-Request-Timestamp", stamp)
+	req.Header.Set("X-Slack-Signature", sig)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 func signSlack(ts, body string) string {
 	m := hmac.New(sha256.New, []byte(slackSecret))
 	fmt.Fprintf(m, "v0:%s:%s", ts, body)
@@ -91,11 +120,7 @@ func TestSlack(t *testing.T) {
 	e.hub.OnOutbox(sender.Wake)
 	sender.Start()
 	t.Cleanup(func() { sender.Stop(context.Background()) })
-	srv := New(Deps{Engine: e.engine, Store: e.store, Hub: e.hub, Auth: e.auth, Decider: auth.NewDecider(e.engine, e.store, e.policy, e.log),
-		Logger: e.log, SlackSigningSecret: slackSecret})
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	ts := slackServer(t, e)
 
 	id := e.createAs(t, "carol", "Ship <it> & more", `{"allowPrd":true,"allowPlan":true}`)
 	itr := e.waitPending(id, "merge")
@@ -118,16 +143,8 @@ func TestSlack(t *testing.T) {
 		return url.Values{"payload": {string(p)}}.Encode()
 	}
 	post := func(body, stamp, sig string) int {
-		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/integrations/slack/actions", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("X-Slack-Request-Timestamp", stamp)
-		req.Header.Set("X-Slack-Signature", sig)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		code, _ := postSlack(t, ts.URL, body, stamp, sig)
+		return code
 	}
 	now := strconv.FormatInt(time.Now().Unix(), 10)
 	undecided := func(when string) {

@@ -62,6 +62,14 @@ func (d *desk) route(method, path string, role auth.Role, h echo.HandlerFunc, pa
 	d.router.Handle(method, path, role, h)
 }
 
+// formRoute registers a page that posts a form whose handler reads it and
+// checks its text itself (pgtext), so that text that
+// cannot be stored comes back as an error beside its field with
+// everything typed kept, rather than as an error page: the new-task form.
+func (d *desk) formRoute(method, path string, role auth.Role, h echo.HandlerFunc) {
+	d.router.Handle(method, path, role, d.sameOrigin(d.errorPages(d.guard(role, h), false)))
+}
+
 // guard loads the session and checks it: none (or an ended one) → the
 // login page; a role below min → 403; a post without the session's CSRF
 // token → 403, before anything else about the request.

@@ -50,7 +50,7 @@ func (h *Handler) Register(r Router) {
 	d.route(get, "/", viewer, d.dashboard, true)
 	d.route(get, "/inbox", viewer, d.inbox, true)
 	d.route(get, "/tasks/new", operator, d.newTaskForm, true)
-	d.route(post, "/tasks/new", operator, d.createTaskForm, true)
+	d.formRoute(post, "/tasks/new", operator, d.createTaskForm)
 	d.route(get, "/tasks/:id", viewer, d.taskPage, true)
 	d.route(post, "/tasks/:id/decide", approver, d.decideForm, true)
 	d.route(post, "/tasks/:id/claim", approver, d.claimForm, true)
@@ -79,8 +79,11 @@ func (h *Handler) Register(r Router) {
 
 // page adapts a page handler: a state-changing request from another origin
 // is refused, and an error becomes an HTML error page with its status.
-func (d *desk) page(h echo.HandlerFunc) echo.HandlerFunc {
-	h = d.pageErrors(h)
+func (d *desk) page(h echo.HandlerFunc) echo.HandlerFunc { return d.sameOrigin(d.pageErrors(h)) }
+
+// sameOrigin refuses a state-changing request from another origin with
+// an error page.
+func (d *desk) sameOrigin(h echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if c.Request().Method == http.MethodPost && !request.SameOrigin(c.Request()) {
 			return d.errorPage(c, &response.Error{Status: http.StatusForbidden, Code: response.CodeForbidden,
@@ -99,13 +102,19 @@ func (d *desk) page(h echo.HandlerFunc) echo.HandlerFunc {
 // parameter or field, before the handler runs: nothing changes. A form
 // posted by htmx keeps what was typed (a 400 is not swapped) and app.js
 // shows the message in it.
-func (d *desk) pageErrors(h echo.HandlerFunc) echo.HandlerFunc {
+func (d *desk) pageErrors(h echo.HandlerFunc) echo.HandlerFunc { return d.errorPages(h, true) }
+
+// errorPages is pageErrors; checkForm false leaves the posted form's text
+// to the handler (formRoute).
+func (d *desk) errorPages(h echo.HandlerFunc, checkForm bool) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if err := request.CheckQuery(c); err != nil {
 			return d.errorPage(c, err)
 		}
-		if err := request.CheckForm(c); err != nil {
-			return d.errorPage(c, err)
+		if checkForm {
+			if err := request.CheckForm(c); err != nil {
+				return d.errorPage(c, err)
+			}
 		}
 		err := h(c)
 		if err == nil || c.Response().Committed {

@@ -18,6 +18,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehousehq/gatehouse/graph"
+	"github.com/gatehousehq/gatehouse/internal/pgtext"
 	"github.com/gatehousehq/gatehouse/internal/web/request"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/views"
@@ -345,7 +346,10 @@ func (d *desk) newTaskForm(c echo.Context) error {
 
 // createTaskForm: POST /tasks/new — validates, starts the task and goes to
 // its page; on bad input the form comes back with the errors next to their
-// fields and everything typed kept (422).
+// fields and everything typed kept (422; 400 when a field's text cannot be
+// stored). It reads and checks its form itself, URL-encoded or multipart
+// (formRoute): text with U+0000 or invalid UTF-8 is an error beside its
+// field, not a page of its own that loses what was typed.
 func (d *desk) createTaskForm(c echo.Context) error {
 	r := c.Request()
 	r.Body = http.MaxBytesReader(c.Response(), r.Body, MaxUpload)
@@ -364,69 +368,24 @@ func (d *desk) createTaskForm(c echo.Context) error {
 		return response.BadRequest("", "the form could not be read")
 	}
 	form := r.PostForm
-	if err := request.CheckValues(form); err != nil {
-		return err
+	workflow := strings.TrimSpace(form.Get("workflow"))
+	if p := pgtext.Problem(workflow); p != "" {
+		return request.TextError("workflow", p)
 	}
-	m, desc, props, err := d.newTaskModel(c, strings.TrimSpace(form.Get("workflow")))
+	m, desc, props, err := d.newTaskModel(c, workflow)
 	if err != nil {
 		return err
 	}
-	m.Title = form.Get("title")
+	var got formRead
+	m.Title = got.text(form.Get("title"), &m.TitleErr)
 	input := map[string]any{}
-	failed := false
-	for i, p := range props {
-		f := &m.Fields[i]
-		raw := form.Get(f.Name)
-		if f.Kind == views.FieldCheckbox {
-			f.Checked = raw != ""
-			setValue(input, p, f.Checked)
-			continue
-		}
-		if f.Kind == views.FieldFiles {
-			files, msg := uploadedFiles(r, f.Name, p)
-			switch {
-			case msg != "":
-				f.Error, failed = msg, true
-			case len(files) > 0:
-				input[p.Name] = files
-			case p.Required:
-				f.Error, failed = "Attach at least one file.", true
-			}
-			continue
-		}
-		f.Value = raw
-		v, msg := formValue(p, f.Kind, raw)
-		if msg != "" {
-			f.Error, failed = msg, true
-			continue
-		}
-		if v != nil {
-			setValue(input, p, v)
-		}
-	}
+	got.fields(r, props, m.Fields, input)
 	options := map[string]any{}
 	opts, err := optionProps(desc)
 	if err != nil {
 		return err
 	}
-	for i, p := range opts {
-		f := &m.Options[i]
-		raw := form.Get(f.Name)
-		if f.Kind == views.FieldCheckbox {
-			f.Checked = raw != ""
-			setValue(options, p, f.Checked)
-			continue
-		}
-		f.Value = raw
-		v, msg := formValue(p, f.Kind, raw)
-		if msg != "" {
-			f.Error, failed = msg, true
-			continue
-		}
-		if v != nil {
-			setValue(options, p, v)
-		}
-	}
+	got.fields(r, opts, m.Options, options)
 	gates := map[string]bool{}
 	for i := range m.Gates {
 		g := &m.Gates[i]
@@ -434,15 +393,19 @@ func (d *desk) createTaskForm(c echo.Context) error {
 		gates[g.Option] = !g.Human
 	}
 	title := strings.Join(strings.Fields(m.Title), " ")
-	if utf8.RuneCountInString(title) > request.MaxTitle {
-		m.TitleErr, failed = fmt.Sprintf("Keep the title under %d characters.", request.MaxTitle), true
+	if m.TitleErr == "" && utf8.RuneCountInString(title) > request.MaxTitle {
+		m.TitleErr, got.failed = fmt.Sprintf("Keep the title under %d characters.", request.MaxTitle), true
 	}
-	if failed {
+	if got.failed {
 		m.FormError = "Some fields need attention."
 		if r.MultipartForm != nil && len(r.MultipartForm.File) > 0 {
 			m.FormError += " Browsers do not keep chosen files: attach them again."
 		}
-		return response.Page(c, http.StatusUnprocessableEntity, views.NewTaskView(m))
+		status := http.StatusUnprocessableEntity
+		if got.unstorable {
+			status = http.StatusBadRequest
+		}
+		return response.Page(c, status, views.NewTaskView(m))
 	}
 	rawInput, err := json.Marshal(input)
 	if err != nil {
@@ -487,6 +450,67 @@ func (d *desk) createTaskForm(c echo.Context) error {
 	}
 	d.s.wakeRunner()
 	return c.Redirect(http.StatusSeeOther, "/tasks/"+t.ID)
+}
+
+// formRead is what reading the new-task form found: whether any field
+// needs attention, and whether one has text that cannot be stored.
+type formRead struct {
+	failed, unstorable bool
+}
+
+// text is a field's text as the form shows it again, with the error of
+// text that cannot be stored (U+0000, invalid UTF-8) in *msg: shown with
+// U+FFFD where it cannot be, so that the page is valid UTF-8 and the
+// person sees where.
+func (g *formRead) text(raw string, msg *string) string {
+	p := pgtext.Problem(raw)
+	if p == "" {
+		return raw
+	}
+	g.failed, g.unstorable = true, true
+	*msg = "This text " + p + "; it is shown as \uFFFD: remove it."
+	if p == pgtext.InvalidUTF8 {
+		*msg = "This text " + p + "; the bytes that are not are shown as \uFFFD: remove or retype them."
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(raw, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// fields reads the posted values of the fields of props (fields[i] is
+// props[i]'s) into obj, keeping what was typed in each field and its
+// error beside it. The input's fields and the options' alike.
+func (g *formRead) fields(r *http.Request, props []formProp, fields []views.Field, obj map[string]any) {
+	for i, p := range props {
+		f := &fields[i]
+		raw := r.PostForm.Get(f.Name)
+		switch f.Kind {
+		case views.FieldCheckbox:
+			f.Checked = raw != ""
+			setValue(obj, p, f.Checked)
+			continue
+		case views.FieldFiles:
+			files, msg, unstorable := uploadedFiles(r, f.Name, p)
+			switch {
+			case msg != "":
+				f.Error, g.failed, g.unstorable = msg, true, g.unstorable || unstorable
+			case len(files) > 0:
+				obj[p.Name] = files
+			case p.Required:
+				f.Error, g.failed = "Attach at least one file.", true
+			}
+			continue
+		}
+		if f.Value = g.text(raw, &f.Error); f.Error != "" {
+			continue
+		}
+		v, msg := formValue(p, f.Kind, raw)
+		if msg != "" {
+			f.Error, g.failed = msg, true
+			continue
+		}
+		if v != nil {
+			setValue(obj, p, v)
+		}
+	}
 }
 
 // formValue converts a submitted field to its JSON value (nil: leave it
@@ -571,38 +595,42 @@ func formValue(p formProp, kind, raw string) (any, string) {
 }
 
 // uploadedFiles reads the text files of a file field as {name, content}
-// objects, within the item schema's limits.
-func uploadedFiles(r *http.Request, field string, p formProp) ([]map[string]string, string) {
+// objects, within the item schema's limits; unstorable when what is wrong
+// is a file's name that cannot be stored (U+0000, invalid UTF-8).
+func uploadedFiles(r *http.Request, field string, p formProp) (_ []map[string]string, msg string, unstorable bool) {
 	if r.MultipartForm == nil {
-		return nil, ""
+		return nil, "", false
 	}
 	var out []map[string]string
 	for _, fh := range r.MultipartForm.File[field] {
 		if fh.Filename == "" {
 			continue
 		}
+		if prob := pgtext.Problem(fh.Filename); prob != "" {
+			return nil, "A file's name " + prob + "; rename it and attach it again.", true
+		}
 		if p.Prop.MaxItems > 0 && len(out) >= p.Prop.MaxItems {
-			return nil, fmt.Sprintf("Attach at most %d files.", p.Prop.MaxItems)
+			return nil, fmt.Sprintf("Attach at most %d files.", p.Prop.MaxItems), false
 		}
 		limit := int64(p.Prop.Items.Properties["content"].MaxLength)
 		if limit > 0 && fh.Size > limit {
-			return nil, fmt.Sprintf("%s is larger than %d KiB.", fh.Filename, limit>>10)
+			return nil, fmt.Sprintf("%s is larger than %d KiB.", fh.Filename, limit>>10), false
 		}
 		f, err := fh.Open()
 		if err != nil {
-			return nil, "A file could not be read; attach it again."
+			return nil, "A file could not be read; attach it again.", false
 		}
 		b, err := io.ReadAll(f)
 		_ = f.Close()
 		if err != nil {
-			return nil, "A file could not be read; attach it again."
+			return nil, "A file could not be read; attach it again.", false
 		}
-		if !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
-			return nil, fmt.Sprintf("%s is not a text file.", fh.Filename)
+		if pgtext.Problem(string(b)) != "" {
+			return nil, fmt.Sprintf("%s is not a text file.", fh.Filename), false
 		}
 		out = append(out, map[string]string{"name": filepath.Base(fh.Filename), "content": string(b)})
 	}
-	return out, ""
+	return out, "", false
 }
 
 // setValue puts v in the input or options object under p's name, inside

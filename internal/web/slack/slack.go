@@ -29,6 +29,7 @@ import (
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/notify"
+	"github.com/gatehousehq/gatehouse/internal/pgtext"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 )
 
@@ -150,6 +151,19 @@ func (h *Handler) actions(c echo.Context) error {
 	if err := json.Unmarshal([]byte(form.Get("payload")), &p); err != nil {
 		return response.BadRequest("payload", "payload is not JSON")
 	}
+	if field, problem := badText(form); problem != "" {
+		// Text that cannot be stored (U+0000, invalid UTF-8) decides
+		// nothing. The person who clicked is told so where Slack shows
+		// it, in an ephemeral message, unless the response_url is what is
+		// wrong: then the 400 is all there is (Slack marks the button).
+		if field == "payload.response_url" || p.ResponseURL == "" {
+			return response.BadRequest(field, "%s %s; nothing was decided", field, problem)
+		}
+		h.answer(p.ResponseURL, func(context.Context) map[string]any {
+			return ephemeral(fmt.Sprintf("Nothing was decided: the callback's %s %s.", field, problem))
+		})
+		return c.NoContent(http.StatusOK)
+	}
 	if p.Type != "block_actions" || len(p.Actions) == 0 {
 		// Nothing of ours (another kind of interaction): acknowledged.
 		return c.NoContent(http.StatusOK)
@@ -165,18 +179,39 @@ func (h *Handler) actions(c echo.Context) error {
 	}
 	// Slack wants its answer within 3 s: the decision and its outcome
 	// travel to response_url after the acknowledgement.
+	h.answer(p.ResponseURL, func(ctx context.Context) map[string]any {
+		return h.decide(ctx, p.User.ID, strings.TrimSpace(a.Value))
+	})
+	return c.NoContent(http.StatusOK)
+}
+
+// answer posts what msg returns to a callback's response_url, after the
+// acknowledgement (Wait waits for it).
+func (h *Handler) answer(responseURL string, msg func(context.Context) map[string]any) {
 	h.answers.Add(1)
 	go func() {
 		defer h.answers.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		msg := h.decide(ctx, p.User.ID, strings.TrimSpace(a.Value))
-		b, _ := json.Marshal(msg)
-		if code, err := notify.PostJSON(ctx, h.client, p.ResponseURL, b); err != nil || code >= 300 {
+		b, _ := json.Marshal(msg(ctx))
+		if code, err := notify.PostJSON(ctx, h.client, responseURL, b); err != nil || code >= 300 {
 			h.log.Warn("answering a Slack callback", "status", code, "error", err)
 		}
 	}()
-	return c.NoContent(http.StatusOK)
+}
+
+// badText finds the first text of a callback's form that PostgreSQL could
+// not store (pgtext): a field of the form, or one of its payload's JSON
+// ("payload.user.id", "payload.actions[0].value"); problem "" when none.
+func badText(form url.Values) (field, problem string) {
+	if field, problem := pgtext.JSON([]byte(form.Get("payload"))); problem != "" {
+		return strings.TrimSuffix("payload."+field, "."), problem
+	}
+	name, problem := pgtext.Values(form)
+	if problem != "" && name == "" {
+		name = "form"
+	}
+	return name, problem
 }
 
 func ephemeral(text string) map[string]any {
