@@ -12,12 +12,21 @@ type Email struct {
 	TaskTitle string
 	Workflow  string
 	Kind      string
-	// Ask is what the person is asked (the interrupt's title or question).
-	Ask      string
-	Deadline string
-	// Artifact is the artifact under decision, cut to a summary.
+	// Ask is what the person is asked (the interrupt's title), or what
+	// became of it.
+	Ask string
+	// Question is the interrupt's question or a request's description, as
+	// written (Markdown: the text part shows it so); QuestionHTML is it
+	// rendered and sanitised for the HTML part.
+	Question     string
+	QuestionHTML SafeHTML
+	Deadline     string
+	// Artifact is the artifact under decision, cut to a summary;
+	// SummaryHTML is that summary rendered and sanitised when the artifact
+	// is Markdown ("" otherwise: the HTML part shows it as text).
 	ArtifactName string
 	Summary      string
+	SummaryHTML  SafeHTML
 	Truncated    bool
 	// Diff is the change since the last iteration, when there is one.
 	DiffFrom, DiffTo int
@@ -31,6 +40,20 @@ type Email struct {
 	Note string
 }
 
+// emailMarkdownCSS styles the rendered Markdown of an email (class md)
+// in the mail clients that read a head's style element.
+const emailMarkdownCSS = `<style>
+.md h1, .md h2, .md h3 { font-size: 16px; margin: 12px 0 6px; }
+.md p, .md ul, .md ol { margin: 0 0 8px; }
+.md code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12px; background: #f6f8fa; padding: 1px 4px; border-radius: 4px; }
+.md pre { background: #f6f8fa; padding: 8px; white-space: pre-wrap; border-radius: 6px; }
+.md pre code { padding: 0; }
+.md blockquote { margin: 0 0 8px; padding-left: 10px; border-left: 3px solid #d1d9e0; color: #59636e; }
+.md table { border-collapse: collapse; }
+.md th, .md td { border: 1px solid #d1d9e0; padding: 4px 8px; }
+.md a { color: #0969da; }
+</style>`
+
 // ActPage is the confirmation page of an action link: what is asked and
 // the form. It carries no session.
 type ActPage struct {
@@ -42,9 +65,11 @@ type ActPage struct {
 	Ask       string
 	Question  string
 	Deadline  string
-	// The artifact under decision, as text.
+	// The artifact under decision, as text; ArtifactHTML is it rendered
+	// and sanitised when it is Markdown ("": shown as text).
 	ArtifactName    string
 	ArtifactContent string
+	ArtifactHTML    SafeHTML
 	// Request is set for an approval request (SPEC §16): who asked and
 	// through what, its description (shown instead of Question).
 	Request *RequestInfo

@@ -11,6 +11,7 @@ package markdown
 import (
 	"bytes"
 	"html"
+	"strings"
 
 	"github.com/microcosm-cc/bluemonday"
 	"github.com/yuin/goldmark"
@@ -40,4 +41,10 @@ func (r *Renderer) HTML(src string) string {
 		return `<pre class="plain">` + html.EscapeString(src) + `</pre>`
 	}
 	return string(r.policy.SanitizeBytes(buf.Bytes()))
+}
+
+// Is reports whether a MIME type is Markdown's (text/markdown, and
+// text/x-markdown or any type naming it, in any case).
+func Is(contentType string) bool {
+	return strings.Contains(strings.ToLower(contentType), "markdown")
 }

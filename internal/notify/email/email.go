@@ -2,8 +2,13 @@
 // message per delivery, plain text and HTML from the desk's templates, with
 // one action link bound to its recipient.
 //
-// It imports graph, notify, textdiff and views; never postgres (it declares
-// the EmailStore it reads) nor the web packages.
+// Markdown (a request's description, a question, a Markdown document's
+// summary) is rendered in the HTML part by internal/markdown, the desk's
+// renderer: raw HTML dropped, the result sanitised. The text part shows it
+// as written.
+//
+// It imports graph, markdown, notify, textdiff and views; never postgres
+// (it declares the EmailStore it reads) nor the web packages.
 package email
 
 import (
@@ -18,6 +23,7 @@ import (
 	"github.com/wneessen/go-mail"
 
 	"github.com/gatehousehq/gatehouse/graph"
+	"github.com/gatehousehq/gatehouse/internal/markdown"
 	"github.com/gatehousehq/gatehouse/internal/notify"
 	"github.com/gatehousehq/gatehouse/internal/textdiff"
 	"github.com/gatehousehq/gatehouse/views"
@@ -162,6 +168,9 @@ func Subjectline(event string, s *notify.Subject) string {
 // diffLines bounds the diff an email shows.
 const diffLines = 60
 
+// md renders the Markdown of the HTML part (safe for concurrent use).
+var md = markdown.New()
+
 // Compose builds the email's content for an event (without its action
 // link, which is made per recipient).
 func Compose(event string, s *notify.Subject, publicURL string) views.Email {
@@ -189,8 +198,8 @@ func Compose(event string, s *notify.Subject, publicURL string) views.Email {
 	}
 	m.Kind = itr.Kind
 	m.Ask = itr.Payload.Title
-	if itr.Payload.Question != "" {
-		m.Ask = strings.TrimSpace(m.Ask + "\n" + itr.Payload.Question)
+	if q := strings.TrimSpace(itr.Payload.Question); q != "" {
+		m.Question, m.QuestionHTML = q, views.SafeHTML(md.HTML(q))
 	}
 	if itr.Deadline != nil {
 		m.Deadline = itr.Deadline.UTC().Format("2006-01-02 15:04 MST")
@@ -201,6 +210,9 @@ func Compose(event string, s *notify.Subject, publicURL string) views.Email {
 	if a := itr.Payload.Artifact; a != nil {
 		m.ArtifactName = a.Name
 		m.Summary, m.Truncated = notify.Summarize(a.Content)
+		if markdown.Is(a.ContentType) {
+			m.SummaryHTML = views.SafeHTML(md.HTML(m.Summary))
+		}
 		if prev, cur, ok := lastTwo(s.Artifacts, a.Name, a.Content); ok {
 			m.DiffFrom, m.DiffTo = prev.Version, cur.Version
 			m.Diff = LineDiff(prev.Content, cur.Content, diffLines)
@@ -264,6 +276,9 @@ func PlainText(m views.Email) string {
 	fmt.Fprintf(&b, "%s\n\n%s (%s, %s)\n", m.Heading, m.TaskTitle, m.Workflow, m.Kind)
 	if m.Ask != "" {
 		fmt.Fprintf(&b, "\n%s\n", m.Ask)
+	}
+	if m.Question != "" {
+		fmt.Fprintf(&b, "\n%s\n", m.Question)
 	}
 	if m.Deadline != "" {
 		fmt.Fprintf(&b, "\nDue %s\n", m.Deadline)

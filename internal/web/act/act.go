@@ -253,6 +253,9 @@ func (h *Handler) actForm(c echo.Context, status int, a *actLink, errMsg, feedba
 	}
 	if art := itr.Payload.Artifact; art != nil {
 		p.ArtifactName, p.ArtifactContent = art.Name, art.Content
+		if markdown.Is(art.ContentType) {
+			p.ArtifactHTML = views.SafeHTML(h.md.HTML(art.Content))
+		}
 	}
 	for _, act := range itr.Payload.Actions {
 		// An edit needs the desk's editor: the link offers the rest.

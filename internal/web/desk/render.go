@@ -41,7 +41,7 @@ func newRenderer() *renderer {
 func (r *renderer) document(contentType, content string) views.SafeHTML {
 	ct := strings.ToLower(contentType)
 	switch {
-	case strings.Contains(ct, "markdown"):
+	case markdown.Is(ct):
 		return r.markdown(content)
 	case strings.Contains(ct, "yaml"):
 		return `<pre class="code">` + r.code("yaml", content) + `</pre>`
