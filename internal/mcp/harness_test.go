@@ -182,6 +182,17 @@ func text(res *sdk.CallToolResult) string {
 // api calls the JSON API and returns its body; the status must be 2xx.
 func (s *stack) api(t *testing.T, token, method, path, body string) string {
 	t.Helper()
+	status, b := s.raw(t, token, method, path, body)
+	if status/100 != 2 {
+		t.Fatalf("%s %s: %d %s", method, path, status, b)
+	}
+	return string(b)
+}
+
+// raw sends a request with token and a JSON body (none when ""), with the
+// headers given (name, value, …); the status and the body of the answer.
+func (s *stack) raw(t *testing.T, token, method, path, body string, header ...string) (int, []byte) {
+	t.Helper()
 	req, err := http.NewRequest(method, s.base+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -189,6 +200,9 @@ func (s *stack) api(t *testing.T, token, method, path, body string) string {
 	req.Header.Set("Authorization", "Bearer "+token)
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -199,10 +213,7 @@ func (s *stack) api(t *testing.T, token, method, path, body string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.StatusCode/100 != 2 {
-		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
-	}
-	return string(b)
+	return resp.StatusCode, b
 }
 
 // sameJSON reports whether two JSON texts hold the same value.

@@ -11,16 +11,18 @@
 // answers it afterwards). Nothing is decided over MCP: the agent asks;
 // people decide on the desk, by email, in Slack or through the API.
 //
-// It imports graph, auth and requests, and declares the Tasks it calls
+// It imports graph, auth, requests and pgtext, and declares the Tasks it calls
 // (internal/web's API code provides it); never internal/web nor its handler
 // packages, nor postgres.
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -31,6 +33,7 @@ import (
 
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/pgtext"
 )
 
 // Path is where the server is mounted.
@@ -134,7 +137,7 @@ func New(d Deps) *Server {
 		}
 		return &sdkauth.TokenInfo{UserID: p.Name, Extra: map[string]any{principalExtra: p}}, nil
 	}, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})
-	s.handler = s.authenticate(verify(stream))
+	s.handler = s.authenticate(refuseBadText(verify(stream)))
 	return s
 }
 
@@ -167,6 +170,69 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
+}
+
+// refuseBadText answers a message with text PostgreSQL cannot store
+// (U+0000, or invalid UTF-8, which the SDK's decoder would silently turn
+// into U+FFFD) before the SDK reads it: a tool call gets the tool error
+// an agent reads, naming the argument ("bad_request: title: contains a
+// NUL character…"), any other request a JSON-RPC invalid-params error.
+// Nothing has been done.
+func refuseBadText(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Body == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "bad_request", "the request body could not be read")
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		field, problem := pgtext.JSON(body)
+		if problem == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		_ = json.Unmarshal(body, &msg)
+		if len(msg.ID) == 0 || field == "id" {
+			writeError(w, http.StatusBadRequest, "bad_request", strings.TrimSpace(field+" "+problem))
+			return
+		}
+		reply := map[string]any{"jsonrpc": "2.0", "id": msg.ID}
+		if arg, ok := toolArgument(field); ok && msg.Method == "tools/call" {
+			reply["result"] = map[string]any{"isError": true,
+				"content": []any{map[string]string{"type": "text", "text": badArg(arg, "%s", problem).Error()}}}
+		} else {
+			reply["error"] = map[string]any{"code": -32602, "message": "invalid params: " + field + " " + problem}
+		}
+		b, _ := json.Marshal(reply)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(b)
+	})
+}
+
+// toolArgument is the argument a tool call's field names
+// ("params.arguments.input.goal" → "input.goal"; the arguments object
+// itself → "arguments"), ok when field is within the arguments.
+func toolArgument(field string) (string, bool) {
+	rest, ok := strings.CutPrefix(field, "params.arguments")
+	switch {
+	case !ok:
+		return "", false
+	case rest == "":
+		return "arguments", true
+	case rest[0] == '.':
+		return rest[1:], true
+	case rest[0] == '[':
+		return "arguments" + rest, true
+	}
+	return "", false
 }
 
 func unauthorized(w http.ResponseWriter) {

@@ -36,6 +36,16 @@ func Problem(s string) string {
 	return ""
 }
 
+// Shown is s as a form shows it again after refusing it: valid UTF-8,
+// with U+FFFD in place of each NUL and each run of bytes that is not
+// UTF-8, so that the person sees where the text was refused.
+func Shown(s string) string {
+	if Problem(s) == "" {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
 // JSON finds the first string (key or value) of a JSON document that
 // cannot be stored — invalid UTF-8 in the raw bytes (which encoding/json
 // would silently turn into U+FFFD) or a \u0000 escape — and returns its

@@ -41,3 +41,11 @@ func TestValues(t *testing.T) {
 		}
 	}
 }
+
+func TestShown(t *testing.T) {
+	for in, want := range map[string]string{"fine": "fine", "a\x00b": "a\uFFFDb", "a\xff\xfeb": "a\uFFFDb", "\x00\xff": "\uFFFD\uFFFD"} {
+		if got := Shown(in); got != want {
+			t.Errorf("Shown(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -45,6 +45,17 @@ func (e *bundle) withMail(t *testing.T) *notifytest.SMTPServer {
 	return srv
 }
 
+// approverByMail makes name an approver with the address
+// name@example.com and starts the mail sender (setup with mailOpts).
+func (e *bundle) approverByMail(t *testing.T, name string) *notifytest.SMTPServer {
+	t.Helper()
+	e.user(name, auth.RoleApprover)
+	if err := e.auth.SetEmail(context.Background(), "test", name, name+"@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	return e.withMail(t)
+}
+
 var actLinkRe = regexp.MustCompile(`http://[^/\s"]+(/act/[A-Za-z0-9_-]{43})`)
 
 // link is the action link path in a message.

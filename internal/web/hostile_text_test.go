@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"html"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -160,20 +161,6 @@ func TestHostileTextQuery(t *testing.T) {
 	}
 }
 
-// fieldBlock is the markup of the new-task form's field named name (its
-// label, input, help and error), "" when the page has none.
-func fieldBlock(page, name string) string {
-	i := strings.Index(page, `data-field="`+name+`"`)
-	if i < 0 {
-		return ""
-	}
-	rest := page[i+1:]
-	if j := strings.Index(rest, `data-field="`); j >= 0 {
-		rest = rest[:j]
-	}
-	return rest
-}
-
 // TestHostileTextNewTaskForm: the new-task form, URL-encoded or multipart
 // (a workflow with file attachments), with U+0000 or invalid UTF-8 in a
 // field comes back (400) with the message beside that field and every
@@ -193,10 +180,9 @@ func TestHostileTextNewTaskForm(t *testing.T) {
 		if !strings.Contains(body, `id="new-task"`) {
 			t.Errorf("%s: not the form\n%.800s", name, body)
 		}
-		block := fieldBlock(body, field)
+		block := between(body, `data-field="`+field+`"`, `data-field="`)
 		if field == "title" {
-			block = body[strings.Index(body, `id="f-title"`):]
-			block = block[:strings.Index(block, "</div>")]
+			block = between(body, `id="f-title"`, "</div>")
 		}
 		if !strings.Contains(block, `class="field-error"`) || !strings.Contains(block, problem) {
 			t.Errorf("%s: no message saying %q beside %s\n%s", name, problem, field, block)
@@ -296,5 +282,100 @@ func TestHostileTextSlack(t *testing.T) {
 	}
 	if r := responses.next(t); r["replace_original"] != true {
 		t.Errorf("clean callback: %v, want the approval", r)
+	}
+}
+
+// TestHostileTextActionLink: the email's action page posted with U+0000
+// or invalid UTF-8 in the feedback (or any field) comes back as the form
+// (400) with the message and the feedback kept, U+FFFD where it could not
+// be shown; nothing is decided and the link still works.
+func TestHostileTextActionLink(t *testing.T) {
+	t.Parallel()
+	e := setup(t, mailOpts())
+	smtp := e.approverByMail(t, "alice")
+	id := e.createAs(t, "carol", "Hostile link", `{}`)
+	e.waitPending(id, "prd")
+	link := actLinkOf(t, smtp.Wait(t, 1, 30*time.Second)[0])
+	_, _, page := e.rawDo(t, http.MethodGet, link, "", nil)
+	key := formKeyRe.FindStringSubmatch(page)[1]
+	fp := e.fingerprint(t)
+	for _, c := range []struct{ name, field, value, msg, kept string }{
+		{"NUL in the feedback", "feedback", "Too\x00 vague", "feedback contains a NUL character", "Too\uFFFD vague"},
+		{"invalid UTF-8 in the feedback", "feedback", "Too \xff vague", "feedback is not valid UTF-8", "Too \uFFFD vague"},
+		{"NUL in another field", "note", "x\x00", "note contains a NUL character", ""},
+	} {
+		form := url.Values{"action": {"reject"}, "_act": {key}, "feedback": {"Too vague"}}
+		form.Set(c.field, c.value)
+		status, _, body := e.rawDo(t, http.MethodPost, link, "", form)
+		if status != http.StatusBadRequest || !strings.Contains(body, `id="act-form"`) || !strings.Contains(body, c.msg) {
+			t.Errorf("%s: %d, want the form again saying %q\n%.1500s", c.name, status, c.msg, body)
+		}
+		if c.kept != "" && !strings.Contains(body, ">"+c.kept+"</textarea>") {
+			t.Errorf("%s: the feedback %q was not kept", c.name, c.kept)
+		}
+	}
+	if got := e.fingerprint(t); got != fp {
+		t.Errorf("refused posts changed the database: %s → %s", fp, got)
+	}
+	status, _, body := e.rawDo(t, http.MethodPost, link, "", url.Values{"action": {"reject"}, "_act": {key}, "feedback": {"Too vague"}})
+	if status != http.StatusOK || !strings.Contains(body, "alice rejected") {
+		t.Errorf("the clean post: %d\n%.800s", status, body)
+	}
+}
+
+// TestHostileTextFork: a fork with text that cannot be stored — U+0000 or
+// invalid UTF-8 in the title or a state field, a \u0000 escape in the
+// merge patch typed on the desk or in the API's state — is refused (400)
+// naming the field: on the desk, the form again with the message beside
+// the field and everything typed kept. No task is forked.
+func TestHostileTextFork(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withRunner())
+	id := e.createFeature("Hostile fork")
+	e.waitPending(id, "prd")
+	fp := e.fingerprint(t)
+	for _, c := range []struct{ name, body, field string }{
+		{"state NUL", `{"step":0,"state":{"description":"Let users\u0000 export"}}`, "state.description"},
+		{"title UTF-8", "{\"step\":0,\"title\":\"Re-run \xff\"}", "title"},
+	} {
+		r := e.do(t, http.MethodPost, "/api/v1/tasks/"+id+"/fork", c.body)
+		if r.status != http.StatusBadRequest || r.apiErr(t).Field != c.field {
+			t.Errorf("API %s: %d %s, want 400 naming %s", c.name, r.status, r.body, c.field)
+		}
+	}
+	typed := map[string]string{"title": "Re-run, kept", "patch": `{"note": "kept"}`}
+	for _, c := range []struct {
+		name, field, value, block, msg, kept string
+	}{
+		{"NUL in a state field", "state.description", "Let users\x00 export", `data-field="state.description"`, "NUL character", "Let users\uFFFD export"},
+		{"invalid UTF-8 in the title", "title", "Re-run \xff", `id="fork-title"`, "UTF-8", "Re-run \uFFFD"},
+		{"a \\u0000 escape in the patch", "patch", `{"description": "Let users\u0000 export"}`, `id="fork-patch"`, "description contains a NUL character", `Let users\u0000 export`},
+	} {
+		form := url.Values{"step": {"0"}}
+		for f, v := range typed {
+			form.Set(f, v)
+		}
+		form.Set(c.field, c.value)
+		status, _, body := e.postForm(t, "/tasks/"+id+"/fork", form, false, "")
+		if status != http.StatusBadRequest || !strings.Contains(body, `id="fork-form"`) {
+			t.Errorf("%s: %d, want the form again (400)", c.name, status)
+			continue
+		}
+		to := "</div>"
+		if c.field == "patch" {
+			to = "</details>"
+		}
+		if block := between(body, c.block, to); !strings.Contains(block, `class="field-error"`) || !strings.Contains(block, c.msg) ||
+			!strings.Contains(block, html.EscapeString(c.kept)) {
+			t.Errorf("%s: want %q beside the field and %q kept:\n%s", c.name, c.msg, c.kept, block)
+		}
+		for f, v := range typed {
+			if f != c.field && !strings.Contains(body, html.EscapeString(v)) {
+				t.Errorf("%s: %s %q was not kept", c.name, f, v)
+			}
+		}
+	}
+	if got := e.fingerprint(t); got != fp {
+		t.Errorf("refused forks changed the database: %s → %s", fp, got)
 	}
 }

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/gatehousehq/gatehouse/internal/auth"
 )
 
 // createRequest makes an approval request through the API as the
@@ -151,11 +149,7 @@ func answerCases() []answerCase {
 func TestRequestAnswerFormsInBrowser(t *testing.T) {
 	t.Parallel()
 	e := setup(t, mailOpts())
-	e.user("alice", auth.RoleApprover)
-	if err := e.auth.SetEmail(context.Background(), "test", "alice", "alice@example.com"); err != nil {
-		t.Fatal(err)
-	}
-	smtp := e.withMail(t)
+	smtp := e.approverByMail(t, "alice")
 	b := e.openTab(t, "ada")
 	b.do(chromedp.EmulateViewport(1366, 900))
 	console := b.watchConsole()

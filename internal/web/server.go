@@ -227,7 +227,7 @@ func (s *Server) routes() {
 	// Action links of notification emails: their token is the credential;
 	// they answer with the desk's pages.
 	act.New(act.Deps{Store: s.store, Decider: s.decider, Assets: s.desk.Assets(), Page: s.desk.Page,
-		Errors: s.desk.PageErrors, Logger: s.log.With("component", "act")}).Register(router{s})
+		Errors: s.desk.FormErrors, Logger: s.log.With("component", "act")}).Register(router{s})
 }
 
 // Handler returns the HTTP handler of every route.

@@ -29,6 +29,7 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/markdown"
 	"github.com/gatehousehq/gatehouse/internal/notify"
+	"github.com/gatehousehq/gatehouse/internal/pgtext"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/static"
 	"github.com/gatehousehq/gatehouse/views"
@@ -72,7 +73,9 @@ type Deps struct {
 	// Page wraps a page handler: a post from another origin is refused,
 	// and an error becomes the site's HTML error page.
 	Page func(echo.HandlerFunc) echo.HandlerFunc
-	// Errors is Page without the origin check: for the link's POST.
+	// Errors is Page without the origin check and without the check of
+	// the form's text: for the link's POST, which checks its own text
+	// (actPost) to show the form again with what was typed.
 	Errors func(echo.HandlerFunc) echo.HandlerFunc
 	Logger *slog.Logger
 }
@@ -287,6 +290,33 @@ func (h *Handler) actForm(c echo.Context, status int, a *actLink, errMsg, feedba
 	return response.Page(c, status, views.ActView(p))
 }
 
+// badText refuses a posted form with text PostgreSQL cannot store
+// (U+0000, invalid UTF-8; pgtext): the form again (400) with the message
+// naming the field and what was typed kept, with U+FFFD where it could
+// not be shown; refused false when the text is fine.
+func (h *Handler) badText(c echo.Context, a *actLink) (refused bool, err error) {
+	form := c.Request().PostForm
+	name, problem := pgtext.Values(form)
+	if problem == "" {
+		return false, nil
+	}
+	kept := url.Values{}
+	for k, vs := range form {
+		for _, v := range vs {
+			kept.Add(pgtext.Shown(k), pgtext.Shown(v))
+		}
+	}
+	msg := "Not recorded: the form " + problem + "."
+	if name != "" {
+		msg = "Not recorded: " + name + " " + problem + "; it is shown as \uFFFD: remove it and send again."
+	}
+	a.posted = kept
+	if field, ok := strings.CutPrefix(name, "answer."); ok {
+		a.problems = map[string]string{field: "This " + problem + "; it is shown as \uFFFD: remove it."}
+	}
+	return true, h.actForm(c, http.StatusBadRequest, a, msg, kept.Get("feedback"))
+}
+
 // actPost: POST /act/:token decides as the link's recipient.
 func (h *Handler) actPost(c echo.Context) error {
 	actHeaders(c)
@@ -304,6 +334,9 @@ func (h *Handler) actPost(c echo.Context) error {
 	}
 	if msg != "" {
 		return h.actGone(c, a, msg)
+	}
+	if refused, err := h.badText(c, a); refused || err != nil {
+		return err
 	}
 	ctx := c.Request().Context()
 	action, feedback := strings.TrimSpace(c.FormValue("action")), c.FormValue("feedback")

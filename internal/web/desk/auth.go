@@ -65,7 +65,8 @@ func (d *desk) route(method, path string, role auth.Role, h echo.HandlerFunc, pa
 // formRoute registers a page that posts a form whose handler reads it and
 // checks its text itself (pgtext), so that text that
 // cannot be stored comes back as an error beside its field with
-// everything typed kept, rather than as an error page: the new-task form.
+// everything typed kept, rather than as an error page: the new-task and
+// fork forms.
 func (d *desk) formRoute(method, path string, role auth.Role, h echo.HandlerFunc) {
 	d.router.Handle(method, path, role, d.sameOrigin(d.errorPages(d.guard(role, h), false)))
 }

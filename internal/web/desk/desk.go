@@ -57,7 +57,7 @@ func (h *Handler) Register(r Router) {
 	d.route(post, "/tasks/:id/cancel", operator, d.cancelForm, true)
 	d.route(post, "/tasks/:id/retry", operator, d.retryForm, true)
 	d.route(get, "/tasks/:id/fork", operator, d.forkPage, true)
-	d.route(post, "/tasks/:id/fork", operator, d.forkForm, true)
+	d.formRoute(post, "/tasks/:id/fork", operator, d.forkForm)
 	d.route(get, "/tasks/:id/live", viewer, d.taskLive, false)
 	d.route(get, "/live/dashboard", viewer, d.dashboardLive, false)
 	d.route(get, "/live/inbox", viewer, d.inboxLive, false)

@@ -90,7 +90,12 @@ func (d *desk) forkForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	m.Title, m.Patch = form.Get("title"), strings.TrimSpace(normalizeNewlines(form.Get("patch")))
+	// Text that cannot be stored (U+0000, invalid UTF-8, or a \u0000 in
+	// the JSON typed) is an error beside its field, with everything typed
+	// kept (formRoute leaves the form's text to this handler).
+	var got formRead
+	m.Title = got.text(form.Get("title"), &m.TitleError)
+	m.Patch = got.json(strings.TrimSpace(normalizeNewlines(form.Get("patch"))), &m.PatchError)
 	m.Fields = stateFields(snap.Checkpoint.State)
 	fail := func(status int) error { return response.Page(c, status, views.ForkView(m)) }
 	if m.Blocked != "" {
@@ -114,9 +119,12 @@ func (d *desk) forkForm(c echo.Context) error {
 			continue
 		}
 		v := normalizeNewlines(vals[0])
-		f.Value = v
 		if !f.JSON {
+			f.Value = got.text(v, &f.Error)
 			target[f.Key] = v
+			continue
+		}
+		if f.Value = got.json(v, &f.Error); f.Error != "" {
 			continue
 		}
 		var parsed any
@@ -126,7 +134,7 @@ func (d *desk) forkForm(c echo.Context) error {
 		}
 		target[f.Key] = parsed
 	}
-	if m.Patch != "" {
+	if m.Patch != "" && m.PatchError == "" {
 		var p any
 		if err := json.Unmarshal([]byte(m.Patch), &p); err != nil {
 			m.PatchError, bad = "Not valid JSON: "+err.Error(), true
@@ -136,7 +144,10 @@ func (d *desk) forkForm(c echo.Context) error {
 			target = graph.MergePatch(target, p).(map[string]any)
 		}
 	}
-	if bad {
+	switch {
+	case got.unstorable:
+		return fail(http.StatusBadRequest)
+	case bad || got.failed:
 		return fail(http.StatusUnprocessableEntity)
 	}
 	var patch json.RawMessage

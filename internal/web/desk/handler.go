@@ -139,9 +139,14 @@ func New(deps Deps) *Handler {
 // becomes the desk's HTML error page with its status.
 func (h *Handler) Page(next echo.HandlerFunc) echo.HandlerFunc { return h.d.page(next) }
 
-// PageErrors is Page without the origin check, for forms that carry their
-// own credential (an action link's token).
-func (h *Handler) PageErrors(next echo.HandlerFunc) echo.HandlerFunc { return h.d.pageErrors(next) }
+// FormErrors is Page without the origin check and without the check of
+// the posted form's text, for forms that carry their own credential (an
+// action link's token) and check their text themselves, so that they can
+// show the form again with the message and what was typed: an error
+// becomes the desk's HTML error page.
+func (h *Handler) FormErrors(next echo.HandlerFunc) echo.HandlerFunc {
+	return h.d.errorPages(next, false)
+}
 
 // Assets are the desk's static files (fingerprinted names).
 func (h *Handler) Assets() *static.Assets { return h.d.assets }

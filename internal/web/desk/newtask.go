@@ -472,7 +472,26 @@ func (g *formRead) text(raw string, msg *string) string {
 	if p == pgtext.InvalidUTF8 {
 		*msg = "This text " + p + "; the bytes that are not are shown as \uFFFD: remove or retype them."
 	}
-	return strings.ReplaceAll(strings.ToValidUTF8(raw, "\uFFFD"), "\x00", "\uFFFD")
+	return pgtext.Shown(raw)
+}
+
+// json is text typed as JSON, as the form shows it again, with the error
+// of text that cannot be stored in *msg: the text's own (text), or a
+// string of the JSON with a \u0000 escape, named by its place in it.
+func (g *formRead) json(raw string, msg *string) string {
+	shown := g.text(raw, msg)
+	if *msg != "" || !json.Valid([]byte(raw)) {
+		return shown
+	}
+	if field, p := pgtext.JSON([]byte(raw)); p != "" {
+		g.failed, g.unstorable = true, true
+		where := "A string of this JSON"
+		if field != "" {
+			where = field
+		}
+		*msg = where + " " + p + " (the escape \\u0000): remove it."
+	}
+	return shown
 }
 
 // fields reads the posted values of the fields of props (fields[i] is
@@ -499,7 +518,11 @@ func (g *formRead) fields(r *http.Request, props []formProp, fields []views.Fiel
 			}
 			continue
 		}
-		if f.Value = g.text(raw, &f.Error); f.Error != "" {
+		read := g.text
+		if p.jsonIn(f.Kind) {
+			read = g.json
+		}
+		if f.Value = read(raw, &f.Error); f.Error != "" {
 			continue
 		}
 		v, msg := formValue(p, f.Kind, raw)
@@ -511,6 +534,13 @@ func (g *formRead) fields(r *http.Request, props []formProp, fields []views.Fiel
 			setValue(obj, p, v)
 		}
 	}
+}
+
+// jsonIn reports a property typed as JSON in a text input of kind (an
+// object or array the form has no inputs of its own for).
+func (p formProp) jsonIn(kind string) bool {
+	t := p.Prop.typ()
+	return (kind == views.FieldTextarea || kind == views.FieldText) && t != "string" && t != ""
 }
 
 // formValue converts a submitted field to its JSON value (nil: leave it
@@ -558,7 +588,7 @@ func formValue(p formProp, kind, raw string) (any, string) {
 		}
 		return nil, "Choose one of the options."
 	case views.FieldTextarea, views.FieldText:
-		if t := p.Prop.typ(); t != "string" && t != "" {
+		if p.jsonIn(kind) {
 			var v any
 			if err := json.Unmarshal([]byte(trimmed), &v); err != nil {
 				return nil, "Enter valid JSON."
