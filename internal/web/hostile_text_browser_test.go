@@ -52,3 +52,55 @@ func TestHostileTextNewTaskFormBrowser(t *testing.T) {
 	}
 	b.screenshot("refused")
 }
+
+// TestHostileTextForkAndLinkBrowser: on the fork page in Chromium, a merge patch
+// typed with the escape \u0000 (a NUL once parsed) comes back with the
+// message beside the patch, the patch and the title kept, and no fork;
+// the action link's page, posted with a NUL in its feedback, comes back
+// with the message and the feedback kept (U+FFFD where the NUL was).
+// Before, the patch was a 500 and the feedback an error page.
+func TestHostileTextForkAndLinkBrowser(t *testing.T) {
+	t.Parallel()
+	env := setup(t, mailOpts())
+	smtp := env.approverByMail(t, "alice")
+	id := env.createAs(t, "carol", "Hostile pages", `{}`)
+	env.waitPending(id, "prd")
+	fp := env.fingerprint(t)
+	b := env.openTab(t, "ada")
+	b.do(chromedp.Navigate(env.base + "/tasks/" + id + "/fork?step=0"))
+	b.waitJS(`document.querySelector("#fork-form #fork-patch")`, 10*time.Second)
+	const patch = `{"description": "Let users\u0000 export"}`
+	b.do(chromedp.SetValue(chromedp.CSS(`#fork-title`), "Kept title"))
+	eval[bool](b, `(document.querySelector("#fork-patch").value = `+jsq(patch)+`, true)`)
+	b.click(`#fork-form button[type=submit]`)
+	b.waitJS(`document.querySelector("details.invalid .field-error")`, 10*time.Second)
+	if got := b.text("details.invalid .field-error"); !strings.Contains(got, "description contains a NUL character") {
+		t.Errorf("the message beside the patch: %q", got)
+	}
+	for expr, want := range map[string]string{
+		`document.querySelector("#fork-patch").value.trim()`: patch,
+		`document.querySelector("#fork-title").value`:        "Kept title",
+	} {
+		if got := eval[string](b, expr); got != want {
+			t.Errorf("%s = %q, want %q", expr, got, want)
+		}
+	}
+	b.screenshot("fork-refused")
+
+	link := actLinkOf(t, smtp.Wait(t, 1, 30*time.Second)[0])
+	b.do(chromedp.Navigate(env.base + link))
+	b.waitJS(`document.querySelector("#act-form #feedback")`, 10*time.Second)
+	eval[bool](b, `(document.querySelector("#feedback").value = "Too\u0000 vague", true)`)
+	b.click(`#act-form button[name=action][value=reject]`)
+	b.waitJS(`document.querySelector("#act-error")`, 10*time.Second)
+	if got := b.text("#act-error"); !strings.Contains(got, "feedback contains a NUL character") {
+		t.Errorf("the action page's message: %q", got)
+	}
+	if got := eval[string](b, `document.querySelector("#feedback").value`); got != "Too\uFFFD vague" {
+		t.Errorf("the feedback kept: %q", got)
+	}
+	b.screenshot("act-refused")
+	if got := env.fingerprint(t); got != fp {
+		t.Errorf("refused forms changed the database: %s → %s", fp, got)
+	}
+}
