@@ -60,8 +60,8 @@ func TestHostileTextAPI(t *testing.T) {
 }
 
 // TestHostileTextDesk: a desk form with U+0000 or invalid UTF-8 in a
-// field (the new-task form, a decision's feedback) is 400 naming the
-// field, and changes nothing.
+// field (the new-task form, a decision's feedback, an edited document) is
+// 400 naming the field, and changes nothing.
 func TestHostileTextDesk(t *testing.T) {
 	t.Parallel()
 	e := setup(t, withRunner())
@@ -89,10 +89,15 @@ func TestHostileTextDesk(t *testing.T) {
 	}
 	id := e.createFeature("Hostile feedback")
 	itr := e.waitPending(id, "prd")
-	status, _, body := e.postForm(t, "/tasks/"+id+"/decide", url.Values{"interrupt_id": {itr.ID}, "action": {"reject"},
-		"feedback": {"no\x00pe"}}, true, "")
-	if status != http.StatusBadRequest || !strings.Contains(body, "feedback") {
-		t.Errorf("feedback with NUL: %d\n%s", status, body)
+	for _, c := range []struct{ action, field, value string }{
+		{"reject", "feedback", "no\x00pe"},
+		{"edit", "value", "name: csv-export\ndescription: \xff"}, // an edited document
+	} {
+		status, _, body := e.postForm(t, "/tasks/"+id+"/decide", url.Values{"interrupt_id": {itr.ID}, "action": {c.action},
+			c.field: {c.value}}, true, "")
+		if status != http.StatusBadRequest || !strings.Contains(body, c.field+" ") {
+			t.Errorf("%s with bad text: %d\n%s", c.field, status, body)
+		}
 	}
 	if n := count("SELECT count(*) FROM decisions WHERE task_id = $1", id); n != 0 {
 		t.Errorf("%d decisions recorded by a refused form", n)
