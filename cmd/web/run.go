@@ -19,6 +19,7 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/console"
 	"github.com/gatehousehq/gatehouse/internal/live"
+	"github.com/gatehousehq/gatehouse/internal/pgtext"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/runner"
 	"github.com/gatehousehq/gatehouse/internal/workflows/builtin"
@@ -123,6 +124,8 @@ func parseRunFlags(args []string, getenv func(string) string, stdout io.Writer) 
 		return f, usageError{fmt.Sprintf("run takes one WORKFLOW, got %q", strings.Join(pos, " "))}
 	case f.input == "":
 		return f, usageError{"run needs --input FILE: the task's input as a JSON object"}
+	case pgtext.Problem(f.title) != "":
+		return f, usageError{"--title " + pgtext.Problem(f.title)}
 	default:
 		f.workflow = pos[0]
 	}
@@ -144,6 +147,9 @@ func (f runFlags) taskOptions(w graph.Workflow) (json.RawMessage, error) {
 		dec.UseNumber()
 		if err := dec.Decode(&opts); err != nil || opts == nil {
 			return nil, usageError{"--options: want a JSON object such as '{\"max_turns\": 3}'"}
+		}
+		if err := storable("--options:", "options", []byte(f.options)); err != nil {
+			return nil, err
 		}
 	}
 	if _, ok := opts["gates"]; !ok {
@@ -185,7 +191,24 @@ func readInput(path string) (json.RawMessage, error) {
 	if _, ok := v.(map[string]any); !ok {
 		return nil, usageError{fmt.Sprintf("--input %s: want a JSON object", path)}
 	}
+	if err := storable("--input "+path+":", "input", b); err != nil {
+		return nil, err
+	}
 	return b, nil
+}
+
+// storable refuses a flag's JSON with a string that PostgreSQL cannot
+// store (U+0000, invalid UTF-8: pgtext), naming the field under root
+// ("--input in.json: input.description contains a NUL character…").
+func storable(flag, root string, doc []byte) error {
+	field, problem := pgtext.JSON(doc)
+	if problem == "" {
+		return nil
+	}
+	if field != "" {
+		root += "." + field
+	}
+	return usageError{flag + " " + root + " " + problem}
 }
 
 func cmdRun(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {

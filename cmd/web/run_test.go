@@ -360,6 +360,31 @@ func TestRunDetachAndAttach(t *testing.T) {
 	}
 }
 
+// TestRunHostileText: a line typed at the prompt with a NUL or invalid
+// UTF-8 (feedback, a command) is refused with the reason and the prompt
+// stays: nothing is decided, and the next line decides. Before, it ended
+// the command with PostgreSQL's error.
+func TestRunHostileText(t *testing.T) {
+	t.Parallel()
+	b := setupRun(t)
+	in := b.file("in.json", featureInput)
+	code, out, errs := b.run("r Name the\x00 columns\nr Name \xff the columns\nr Name the columns.\n", "feature",
+		"--input", in, "--auto-approve", "allowPlan", "--auto-approve", "allowMerge")
+	if code != exitDetached {
+		t.Fatalf("exit %d, want %d (detached at the end of input)\n%s\n%s", code, exitDetached, out, errs)
+	}
+	for _, want := range []string{"not recorded: the line contains a NUL character", "not recorded: the line is not valid UTF-8",
+		"● reject: Name the columns. by cli:ann"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	id := taskIDRe.FindStringSubmatch(out)[1]
+	if d := b.query(`SELECT string_agg(action || ':' || feedback, ',') FROM decisions WHERE task_id = $1`, id); d != "reject:Name the columns." {
+		t.Errorf("decisions %s", d)
+	}
+}
+
 // TestRunCancel: c at a prompt cancels the task: exit 1.
 func TestRunCancel(t *testing.T) {
 	t.Parallel()
@@ -394,6 +419,10 @@ func TestRunUsage(t *testing.T) {
 	if err := os.WriteFile(notObject, []byte(`["x"]`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	hostile := filepath.Join(dir, "hostile.json")
+	if err := os.WriteFile(hostile, []byte(`{"description": "Let users\u0000 export"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	env := map[string]string{"DATABASE_URL": "postgres://127.0.0.1:1/none"}
 	for _, tc := range []struct {
 		name string
@@ -411,6 +440,9 @@ func TestRunUsage(t *testing.T) {
 		{"AttachBadID", []string{"--attach", "12"}, "task id"},
 		{"AttachWithInput", []string{"--attach", "8c7f0f6e-2f0b-4c35-9c55-1f1a0e6c2d11", "--input", good}, "--attach"},
 		{"UnknownFlag", []string{"feature", "--inptu", good}, "inptu"},
+		{"InputNUL", []string{"feature", "--input", hostile}, "input.description contains a NUL character"},
+		{"TitleUTF8", []string{"feature", "--input", good, "--title", "CSV \xff"}, "--title is not valid UTF-8"},
+		{"OptionsNUL", []string{"feature", "--input", good, "--options", `{"note": "\u0000"}`}, "options.note contains a NUL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -6,7 +6,8 @@
 // takes it. The package neither starts workers nor opens the database: its
 // caller wires those and hands it a Store and a FollowFunc.
 //
-// It imports graph and auth only: never postgres, live or the web packages.
+// It imports graph, auth and pgtext only: never postgres, live or the web
+// packages.
 package console
 
 import (
@@ -24,6 +25,7 @@ import (
 
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/pgtext"
 )
 
 // Store is what the console reads and writes (postgres.Store).
@@ -343,6 +345,12 @@ func (t *terminal) prompt() {
 
 // line handles one line typed at the prompt.
 func (t *terminal) line(line string) (done bool, err error) {
+	if p := pgtext.Problem(line); p != "" {
+		// Nothing PostgreSQL cannot store reaches a decision.
+		t.printf("not recorded: the line %s; type it again\n", p)
+		t.prompt()
+		return false, nil
+	}
 	switch t.mode {
 	case "feedback":
 		t.mode = ""
@@ -458,6 +466,11 @@ func jsonString(s string) json.RawMessage {
 func (t *terminal) decideEdit(content string) (bool, error) {
 	if strings.TrimSpace(content) == "" {
 		t.printf("not edited: the artifact is empty\n")
+		t.prompt()
+		return false, nil
+	}
+	if p := pgtext.Problem(content); p != "" {
+		t.printf("not edited: the edited artifact %s\n", p)
 		t.prompt()
 		return false, nil
 	}
