@@ -218,8 +218,9 @@ func (s *Server) Run(ctx context.Context) error {
 	// free: leased in the decision's transaction, run without a claim.
 	decider := auth.NewDecider(engine, store, policy, log.With("component", "auth"), builtin.DeciderOptions(run)...)
 	preflight.WarnPolicyUsers(ctx, store, policy, log)
-	// Approval requests (SPEC §16): their tasks are created waiting; those
-	// whose process stopped between the two writes are made now.
+	// Approval requests (SPEC §16): each is created with its waiting task
+	// in one transaction; the tasks of requests an older version wrote in
+	// two, and stopped between them, are made now.
 	reqs := requests.NewService(requests.Config{Store: store, Engine: engine, Events: hub, Wake: run.Wake,
 		PublicURL: cfg.Notify.PublicURL, AllowPrivate: cfg.Notify.WebhookAllowPrivate, Logger: log.With("component", "requests")})
 	if err := reqs.Recover(ctx); err != nil {

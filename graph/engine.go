@@ -131,6 +131,10 @@ type NewTask struct {
 	// Via, when set, is the channel the task was created through ("api",
 	// "mcp"), carried by task.created as data.via.
 	Via string
+	// With, when set, is a write of the caller's that the task's first
+	// commit carries (Commit.With): in the same transaction, so that both
+	// or neither are written.
+	With any
 }
 
 // Create validates the input and stores a queued task with its first
@@ -185,6 +189,7 @@ func (e *Engine) create(ctx context.Context, nt NewTask, q *Question) (*Task, *I
 	c := &Commit{TaskID: t.ID, Create: t, Status: StatusQueued, CurrentNode: entry, Reason: "start",
 		Checkpoint: &Checkpoint{TaskID: t.ID, NextNode: entry, State: state, Fields: fields, Iterations: map[string]int{}, UpdatedAt: now},
 		Events:     []Event{newEvent(t.ID, EventTaskCreated, "", 0, now, nil, createdData(t, nt.Via))},
+		With:       nt.With,
 	}
 	var itr *Interrupt
 	if q != nil {

@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -77,6 +78,9 @@ func (m *MemoryCheckpointer) Commit(_ context.Context, c *Commit) error {
 }
 
 func (m *MemoryCheckpointer) commit(c *Commit) error {
+	if c.With != nil {
+		return fmt.Errorf("commit task %s: the memory checkpointer cannot write a %T with it", c.TaskID, c.With)
+	}
 	now := time.Now()
 	if c.Create != nil {
 		t := *c.Create

@@ -365,6 +365,13 @@ type Commit struct {
 	// than quietFor ago); its current node and update time may lag.
 	Quiet bool
 
+	// With, on a task's first commit only, is a write of the task's
+	// creator (NewTask.With) the Checkpointer makes in the commit's
+	// transaction, e.g. the PostgreSQL store's approval request row: a
+	// Checkpointer fails a commit whose With it does not know, and may
+	// fill in what With asks it to read back.
+	With any
+
 	// Before, when set, is an earlier commit of the same task and fence
 	// that was held back (a decision applied, while its node ran): it is
 	// written first, in the same transaction, its checkpoint appended to

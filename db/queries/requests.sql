@@ -1,11 +1,12 @@
--- RequestReserve writes a request's row, unless the principal used its
--- idempotency key already (no row then: read that one with RequestByKey).
--- name: RequestReserve :one
-INSERT INTO requests (id, created_by, idempotency_key, body_sha256, kind, body, callback_url, callback_secret, via)
+-- RequestInsert writes a request's row, first in its task's first commit
+-- (one transaction). An idempotency key its principal used already fails
+-- it on requests_idempotency_idx (unique_violation), and with it the
+-- whole commit: read that request with RequestByKey. created_at is its
+-- task's.
+-- name: RequestInsert :exec
+INSERT INTO requests (id, created_by, idempotency_key, body_sha256, kind, body, callback_url, callback_secret, via, created_at)
 VALUES (@id::uuid, @created_by::text, sqlc.narg(idempotency_key)::text, @body_sha256::text, @kind::text, @body::jsonb,
-        @callback_url::text, @callback_secret::text, @via::text)
-ON CONFLICT (created_by, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING id;
+        @callback_url::text, @callback_secret::text, @via::text, @created_at::timestamptz);
 
 -- name: RequestByKey :one
 SELECT id, body_sha256, callback_secret FROM requests WHERE created_by = @created_by::text AND idempotency_key = @idempotency_key::text;
@@ -25,7 +26,8 @@ ORDER BY created_at DESC, id DESC
 LIMIT @max_rows::int;
 
 -- RequestOrphans are rows older than a moment whose task was never
--- created (the process stopped between the two writes).
+-- created: written by a version that wrote a request and its task in
+-- two transactions, and stopped between them.
 -- name: RequestOrphans :many
 SELECT r.id, r.created_by, r.kind, r.body, r.via FROM requests r
 WHERE r.created_at < @before::timestamptz AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.id = r.id)

@@ -10,32 +10,63 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
 	"github.com/gatehousehq/gatehouse/internal/requests"
 )
 
 var _ requests.Store = (*Store)(nil)
 
-// RequestReserve implements requests.Store.
-func (s *Store) RequestReserve(ctx context.Context, r requests.NewRecord) (bool, error) {
-	id, ok := parseID(r.ID)
-	if !ok {
-		return false, fmt.Errorf("request id %q is not a uuid", r.ID)
+// requestCreation is a request's row to write in its task's first
+// commit (graph.Commit.With, a *requests.Creation): its statement, queued
+// before the task's, and the read of the request, queued after them all.
+type requestCreation struct {
+	cr *requests.Creation
+	p  dbsqlc.RequestInsertParams
+}
+
+// newRequestCreation checks the With of c, a task's first commit.
+func newRequestCreation(c *graph.Commit) (*requestCreation, error) {
+	cr, ok := c.With.(*requests.Creation)
+	if !ok || c.Create == nil {
+		return nil, fmt.Errorf("commit task %s: cannot write a %T with it", c.TaskID, c.With)
 	}
-	p := dbsqlc.RequestReserveParams{ID: id, CreatedBy: r.CreatedBy, BodySha256: r.BodySHA256, Kind: r.Kind, Body: r.Body,
-		CallbackUrl: r.CallbackURL, CallbackSecret: r.CallbackSecret, Via: r.Via}
+	r := cr.Row
+	id, ok := parseID(r.ID)
+	if !ok || r.ID != c.TaskID {
+		return nil, fmt.Errorf("commit task %s: request id %q is not its task's", c.TaskID, r.ID)
+	}
+	p := dbsqlc.RequestInsertParams{ID: id, CreatedBy: r.CreatedBy, BodySha256: r.BodySHA256, Kind: r.Kind, Body: r.Body,
+		CallbackUrl: r.CallbackURL, CallbackSecret: r.CallbackSecret, Via: r.Via, CreatedAt: c.Create.CreatedAt}
 	if r.IdempotencyKey != "" {
 		p.IdempotencyKey = &r.IdempotencyKey
 	}
-	_, err := s.q.RequestReserve(ctx, p)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("write request: %w", err)
-	}
-	return true, nil
+	return &requestCreation{cr: cr, p: p}, nil
+}
+
+// insert queues the row.
+func (x *requestCreation) insert(ctx context.Context, b *pgx.Batch) {
+	queue(b, func(q *dbsqlc.Queries) error { return q.RequestInsert(ctx, x.p) })
+}
+
+// readBack queues the read of the request, once its task is written.
+func (x *requestCreation) readBack(ctx context.Context, b *pgx.Batch) {
+	queue(b, func(q *dbsqlc.Queries) error { _, err := q.RequestGet(ctx, x.p.ID); return err }).
+		QueryRow(func(row pgx.Row) error {
+			r, err := fromRow(row).RequestGet(ctx, x.p.ID)
+			if err != nil {
+				return fmt.Errorf("read request %s back: %w", x.cr.Row.ID, err)
+			}
+			x.cr.Got = recordOf(r)
+			return nil
+		})
+}
+
+// keyUsed reports whether err is a request's idempotency key used already.
+func keyUsed(err *pgconn.PgError) bool {
+	return err.Code == "23505" && err.ConstraintName == "requests_idempotency_idx"
 }
 
 // RequestByKey implements requests.Store.

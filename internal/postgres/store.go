@@ -30,6 +30,7 @@ import (
 	"github.com/gatehousehq/gatehouse/internal/jcs"
 	"github.com/gatehousehq/gatehouse/internal/notify"
 	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
+	"github.com/gatehousehq/gatehouse/internal/requests"
 )
 
 // Store is the PostgreSQL Checkpointer. It is safe for concurrent use and
@@ -106,6 +107,9 @@ func translate(err error) error {
 			return fmt.Errorf("%w: %s", graph.ErrLeaseLost, pgErr.Message)
 		case codeTaskNotFound:
 			return graph.ErrTaskNotFound
+		}
+		if keyUsed(pgErr) {
+			return requests.ErrKeyUsed
 		}
 	}
 	return err
@@ -313,6 +317,13 @@ func (s *Store) prepareCommit(ctx context.Context, c *graph.Commit) (*commitWork
 			ap.ContentTypes[i], ap.Contents[i], ap.Ats[i] = a.ContentType, a.Content, a.CreatedAt
 		}
 	}
+	var rq *requestCreation
+	if c.With != nil {
+		var err error
+		if rq, err = newRequestCreation(c); err != nil {
+			return nil, err
+		}
+	}
 	var ip *dbsqlc.InterruptInsertParams
 	var tp *dbsqlc.TimersInsertParams
 	if r := c.Raise; r != nil {
@@ -350,8 +361,13 @@ func (s *Store) prepareCommit(ctx context.Context, c *graph.Commit) (*commitWork
 	if tp != nil {
 		w.due = slices.MinFunc(tp.DueAts, func(a, b time.Time) int { return a.Compare(b) })
 	}
-	w.settles = blobs == nil && ap == nil && ip == nil && oev == nil && tp == nil
+	w.settles = blobs == nil && ap == nil && ip == nil && oev == nil && tp == nil && rq == nil
 	w.queue = func(b *pgx.Batch) {
+		if rq != nil {
+			// First: a repeat waits here for the request holding its
+			// key, then fails the commit, before it has locked anything.
+			rq.insert(ctx, b)
+		}
 		if t := c.Create; t != nil {
 			// The row as the commit leaves it: TaskCommitFirst does not
 			// write it again.
@@ -389,6 +405,9 @@ func (s *Store) prepareCommit(ctx context.Context, c *graph.Commit) (*commitWork
 		}
 		if tp != nil {
 			queue(b, func(q *dbsqlc.Queries) error { return q.TimersInsert(ctx, *tp) })
+		}
+		if rq != nil {
+			rq.readBack(ctx, b)
 		}
 	}
 	return w, nil

@@ -51,7 +51,7 @@ type Record struct {
 	Status string
 }
 
-// NewRecord is a request's row as Create writes it, before its task.
+// NewRecord is a request's row as Create writes it.
 type NewRecord struct {
 	ID             string
 	CreatedBy      string
@@ -63,6 +63,23 @@ type NewRecord struct {
 	CallbackSecret string
 	Via            string
 }
+
+// Creation is a request's row written with its task, in the task's first
+// commit (graph.NewTask.With): the store writes Row in the same
+// transaction as the task, its interrupt and its events, so that a
+// request is never without its task, and reads the request back into Got
+// in that transaction too (no round trip of its own). When Row's
+// principal used its idempotency key already, the commit fails with
+// ErrKeyUsed and writes nothing.
+type Creation struct {
+	Row NewRecord
+	Got Record
+}
+
+// ErrKeyUsed is a request's creation that found its idempotency key used
+// already by the same principal (the store's unique index says so, even
+// for repeats sent at the same moment): nothing was written.
+var ErrKeyUsed = errors.New("idempotency key used already")
 
 // Keyed is the request a principal made with an idempotency key.
 type Keyed struct {
@@ -81,16 +98,13 @@ type ListQuery struct {
 
 // Store is what the service reads and writes.
 type Store interface {
-	// RequestReserve writes r, unless r.CreatedBy used r.IdempotencyKey
-	// already (false then).
-	RequestReserve(ctx context.Context, r NewRecord) (bool, error)
 	// RequestByKey errors: ErrNotFound.
 	RequestByKey(ctx context.Context, principal, key string) (Keyed, error)
 	// RequestGet errors: ErrNotFound.
 	RequestGet(ctx context.Context, id string) (Record, error)
 	RequestList(ctx context.Context, q ListQuery) ([]Record, error)
 	// RequestOrphans lists requests written before before whose task was
-	// never created.
+	// never created (by a version that wrote them in two transactions).
 	RequestOrphans(ctx context.Context, before time.Time) ([]Record, error)
 	// RequestsSettled lists which of ids are no longer pending.
 	RequestsSettled(ctx context.Context, ids []string) ([]string, error)
@@ -102,7 +116,8 @@ type Store interface {
 	RequestCancel(ctx context.Context, id, actor, via string) error
 }
 
-// Engine creates the requests' tasks (graph.Engine).
+// Engine creates the requests' tasks (graph.Engine), each with its
+// request's row as the NewTask's With (a *Creation) in one commit.
 type Engine interface {
 	CreateAsking(ctx context.Context, nt graph.NewTask, q graph.Question) (*graph.Task, *graph.Interrupt, error)
 }
@@ -119,8 +134,9 @@ type Config struct {
 	Engine Engine
 	// Events wakes long polls; nil: they poll.
 	Events Events
-	// Wake, when set, is called after a task was created (the runner's
-	// fast path); may be nil.
+	// Wake, when set, is called after a task was created runnable (a
+	// rule decided its request at once: the runner's fast path); may be
+	// nil.
 	Wake func()
 	// PublicURL is GATEHOUSE_PUBLIC_URL ("": urls are paths).
 	PublicURL string
@@ -189,24 +205,36 @@ func (s *Service) Create(ctx context.Context, p auth.Principal, in CreateInput, 
 	if rec.CallbackURL != "" {
 		rec.CallbackSecret = notify.NewSecret()
 	}
-	reserved, err := s.store.RequestReserve(ctx, rec)
+	// One transaction: the row (whose unique key decides among
+	// concurrent repeats), the task waiting on its interrupt, the events,
+	// and the request read back.
+	cr := &Creation{Row: rec}
+	err = s.createTask(ctx, Record{ID: rec.ID, CreatedBy: rec.CreatedBy, Body: body, Via: via}, n.input, cr)
+	if errors.Is(err, ErrKeyUsed) {
+		return s.repeat(ctx, p, n.key, sum)
+	}
 	if err != nil {
 		return Request{}, false, "", err
 	}
-	if !reserved {
-		k, err := s.store.RequestByKey(ctx, p.Name, n.key)
-		if err != nil {
-			return Request{}, false, "", err
-		}
-		if k.BodySHA256 != sum {
-			return Request{}, false, "", &ConflictError{Reason: fmt.Sprintf(
-				"idempotency_key %q was used for another request (%s) with a different body", n.key, k.ID)}
-		}
-		r, err := s.complete(ctx, k.ID)
-		return r, false, k.CallbackSecret, err
+	if cr.Got.TaskStatus == string(graph.StatusQueued) && s.wake != nil {
+		s.wake()
 	}
-	r, err := s.complete(ctx, rec.ID)
-	return r, true, rec.CallbackSecret, err
+	return s.request(cr.Got), true, rec.CallbackSecret, nil
+}
+
+// repeat is Create for an idempotency key the principal used already:
+// that request, or a *ConflictError when it was made with another body.
+func (s *Service) repeat(ctx context.Context, p auth.Principal, key, sum string) (Request, bool, string, error) {
+	k, err := s.store.RequestByKey(ctx, p.Name, key)
+	if err != nil {
+		return Request{}, false, "", err
+	}
+	if k.BodySHA256 != sum {
+		return Request{}, false, "", &ConflictError{Reason: fmt.Sprintf(
+			"idempotency_key %q was used for another request (%s) with a different body", key, k.ID)}
+	}
+	r, err := s.complete(ctx, k.ID)
+	return r, false, k.CallbackSecret, err
 }
 
 // bodyHash is the SHA-256 of a request body's canonical JSON.
@@ -218,10 +246,10 @@ func bodyHash(in CreateInput) (string, error) {
 	return jcs.SHA256Hex(b)
 }
 
-// complete returns the request id, creating its task first when it has
-// none yet (a repeat that arrived between the two writes of the first
-// call, or a process that stopped there). Two of them creating the same
-// task at once make one: the id is the task's.
+// complete returns a request, creating its task first when it has none
+// (a request written by a version that wrote the request and its task in
+// two transactions, and stopped between them). Two of them creating the
+// same task at once make one: the id is the task's.
 func (s *Service) complete(ctx context.Context, id string) (Request, error) {
 	rec, err := s.store.RequestGet(ctx, id)
 	if err != nil {
@@ -230,7 +258,11 @@ func (s *Service) complete(ctx context.Context, id string) (Request, error) {
 	if rec.TaskStatus != "" {
 		return s.request(rec), nil
 	}
-	if err := s.createTask(ctx, rec); err != nil {
+	var in request.Input
+	if err := json.Unmarshal(rec.Body, &in); err != nil {
+		return Request{}, fmt.Errorf("request %s: stored body: %w", rec.ID, err)
+	}
+	if err := s.createTask(ctx, rec, in, nil); err != nil {
 		// Another caller may have made it meanwhile.
 		again, gerr := s.store.RequestGet(ctx, id)
 		if gerr != nil || again.TaskStatus == "" {
@@ -238,20 +270,19 @@ func (s *Service) complete(ctx context.Context, id string) (Request, error) {
 		}
 		return s.request(again), nil
 	}
-	if s.wake != nil {
-		s.wake()
-	}
 	if rec, err = s.store.RequestGet(ctx, id); err != nil {
 		return Request{}, err
+	}
+	if rec.TaskStatus == string(graph.StatusQueued) && s.wake != nil {
+		s.wake()
 	}
 	return s.request(rec), nil
 }
 
-func (s *Service) createTask(ctx context.Context, rec Record) error {
-	var in request.Input
-	if err := json.Unmarshal(rec.Body, &in); err != nil {
-		return fmt.Errorf("request %s: stored body: %w", rec.ID, err)
-	}
+// createTask creates the task of request rec (its ID, CreatedBy, Body and Via),
+// whose body is in, waiting on its interrupt, with the request's row when
+// with is set (one commit).
+func (s *Service) createTask(ctx context.Context, rec Record, in request.Input, with *Creation) error {
 	var opts json.RawMessage
 	if in.Deadline != "" {
 		d, err := s.deadlineAfter(in.Deadline, s.now())
@@ -260,14 +291,18 @@ func (s *Service) createTask(ctx context.Context, rec Record) error {
 		}
 		opts, _ = json.Marshal(map[string]any{"deadlines": map[string]string{in.Kind: d.String()}})
 	}
-	_, _, err := s.engine.CreateAsking(ctx, graph.NewTask{ID: rec.ID, Workflow: request.Name, Title: in.Title, Input: rec.Body,
-		Options: opts, CreatedBy: rec.CreatedBy, Via: rec.Via}, request.Question(in))
+	nt := graph.NewTask{ID: rec.ID, Workflow: request.Name, Title: in.Title, Input: rec.Body,
+		Options: opts, CreatedBy: rec.CreatedBy, Via: rec.Via}
+	if with != nil {
+		nt.With = with
+	}
+	_, _, err := s.engine.CreateAsking(ctx, nt, request.Question(in))
 	return err
 }
 
 // Recover creates the tasks of requests whose process stopped between
-// writing the request and its task (at start; a repeat of the request
-// does it too).
+// writing the request and its task, in a version that wrote them in two
+// transactions (at start; a repeat of the request does it too).
 func (s *Service) Recover(ctx context.Context) error {
 	orphans, err := s.store.RequestOrphans(ctx, s.now().Add(-5*time.Second))
 	if err != nil {

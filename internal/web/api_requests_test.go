@@ -61,11 +61,12 @@ func TestRequestCreate(t *testing.T) {
 		"SELECT data->>'via' FROM task_events WHERE task_id = $1 AND type = 'task.created'", got.ID).Scan(&via); err != nil || via != "api" {
 		t.Errorf("task.created via %q, %v", via, err)
 	}
-	// Get and list.
+	// Get and list. The 201 is the request as stored (read back in its
+	// transaction): a GET shows the very same.
 	var one apiRequest
 	b.do(t, http.MethodGet, "/api/v1/requests/"+got.ID, nil).json(t, &one)
-	if one.ID != got.ID || one.PayloadSHA256 != got.PayloadSHA256 {
-		t.Errorf("get: %+v", one)
+	if a, b := mustJSON(t, one), mustJSON(t, got); a != b {
+		t.Errorf("get:\n%s\nthe 201:\n%s", a, b)
 	}
 	var page struct {
 		Requests   []apiRequest `json:"requests"`
@@ -226,9 +227,25 @@ func TestRequestIdempotency(t *testing.T) {
 	if _, ok := got["callback_secret"]; ok {
 		t.Errorf("GET shows the secret: %v", got)
 	}
-	if n := b.count(t, "requests"); n != 1 {
-		t.Errorf("%d requests after the conflict", n)
+	for _, q := range []string{"requests", "tasks", "interrupts"} {
+		if n := b.count(t, q); n != 1 {
+			t.Errorf("%d %s after the conflict", n, q)
+		}
 	}
+	var started int
+	if err := b.pool.QueryRow(context.Background(),
+		"SELECT count(*) FROM task_events WHERE type = 'task.created'").Scan(&started); err != nil || started != 1 {
+		t.Errorf("%d task.created events after the repeats and the conflict, %v", started, err)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // TestRequestWaitAndDecide: a long poll returns within 100 ms of the

@@ -85,6 +85,46 @@ func (q *Queries) RequestGet(ctx context.Context, id uuid.UUID) (RequestRow, err
 	return i, err
 }
 
+const requestInsert = `-- name: RequestInsert :exec
+INSERT INTO requests (id, created_by, idempotency_key, body_sha256, kind, body, callback_url, callback_secret, via, created_at)
+VALUES ($1::uuid, $2::text, $3::text, $4::text, $5::text, $6::jsonb,
+        $7::text, $8::text, $9::text, $10::timestamptz)
+`
+
+type RequestInsertParams struct {
+	ID             uuid.UUID
+	CreatedBy      string
+	IdempotencyKey *string
+	BodySha256     string
+	Kind           string
+	Body           json.RawMessage
+	CallbackUrl    string
+	CallbackSecret string
+	Via            string
+	CreatedAt      time.Time
+}
+
+// RequestInsert writes a request's row, first in its task's first commit
+// (one transaction). An idempotency key its principal used already fails
+// it on requests_idempotency_idx (unique_violation), and with it the
+// whole commit: read that request with RequestByKey. created_at is its
+// task's.
+func (q *Queries) RequestInsert(ctx context.Context, arg RequestInsertParams) error {
+	_, err := q.db.Exec(ctx, requestInsert,
+		arg.ID,
+		arg.CreatedBy,
+		arg.IdempotencyKey,
+		arg.BodySha256,
+		arg.Kind,
+		arg.Body,
+		arg.CallbackUrl,
+		arg.CallbackSecret,
+		arg.Via,
+		arg.CreatedAt,
+	)
+	return err
+}
+
 const requestList = `-- name: RequestList :many
 SELECT id, created_by, idempotency_key, kind, body, callback_url, via, created_at, task_status, interrupt_id, interrupt_status, deadline_at, payload_sha256, resolved_at, d_action, d_feedback, d_value, d_decided_by, d_decided_at, status FROM request_rows
 WHERE ($1::text = '' OR kind = $1::text)
@@ -166,7 +206,8 @@ type RequestOrphansRow struct {
 }
 
 // RequestOrphans are rows older than a moment whose task was never
-// created (the process stopped between the two writes).
+// created: written by a version that wrote a request and its task in
+// two transactions, and stopped between them.
 func (q *Queries) RequestOrphans(ctx context.Context, before time.Time) ([]RequestOrphansRow, error) {
 	rows, err := q.db.Query(ctx, requestOrphans, before)
 	if err != nil {
@@ -191,45 +232,6 @@ func (q *Queries) RequestOrphans(ctx context.Context, before time.Time) ([]Reque
 		return nil, err
 	}
 	return items, nil
-}
-
-const requestReserve = `-- name: RequestReserve :one
-INSERT INTO requests (id, created_by, idempotency_key, body_sha256, kind, body, callback_url, callback_secret, via)
-VALUES ($1::uuid, $2::text, $3::text, $4::text, $5::text, $6::jsonb,
-        $7::text, $8::text, $9::text)
-ON CONFLICT (created_by, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING id
-`
-
-type RequestReserveParams struct {
-	ID             uuid.UUID
-	CreatedBy      string
-	IdempotencyKey *string
-	BodySha256     string
-	Kind           string
-	Body           json.RawMessage
-	CallbackUrl    string
-	CallbackSecret string
-	Via            string
-}
-
-// RequestReserve writes a request's row, unless the principal used its
-// idempotency key already (no row then: read that one with RequestByKey).
-func (q *Queries) RequestReserve(ctx context.Context, arg RequestReserveParams) (uuid.UUID, error) {
-	row := q.db.QueryRow(ctx, requestReserve,
-		arg.ID,
-		arg.CreatedBy,
-		arg.IdempotencyKey,
-		arg.BodySha256,
-		arg.Kind,
-		arg.Body,
-		arg.CallbackUrl,
-		arg.CallbackSecret,
-		arg.Via,
-	)
-	var id uuid.UUID
-	err := row.Scan(&id)
-	return id, err
 }
 
 const requestsSettled = `-- name: RequestsSettled :many
