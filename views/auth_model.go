@@ -139,4 +139,7 @@ type PolicyKind struct {
 }
 
 // PolicyGroup is a group and its members.
-type PolicyGroup struct{ Name, Members string }
+type PolicyGroup struct {
+	Name    string
+	Members []string
+}

@@ -1,10 +1,12 @@
 package views
 
 import (
+	"hash/fnv"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // statusLabel is a task status as people read it.
@@ -220,4 +222,34 @@ func deadlineTitle(onTimeout string) string {
 		return "At its deadline the task is cancelled unless someone decides first."
 	}
 	return "Past its deadline it is marked overdue and stays open for a decision."
+}
+
+// avatarTones is how many colours the avatars take (CSS .avatar.tone-N).
+const avatarTones = 8
+
+// avatarTone is the colour class of a person's avatar: the same for the
+// same name on every page and replica.
+func avatarTone(name string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(name))
+	return "tone-" + strconv.Itoa(int(h.Sum32()%avatarTones)+1)
+}
+
+// initial is the letter an avatar shows: the name's first letter or
+// digit, upper case ("?" for none).
+func initial(name string) string {
+	for _, r := range name {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			return strings.ToUpper(string(r))
+		}
+	}
+	return "?"
+}
+
+// orNone is s, or "none" when empty.
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }

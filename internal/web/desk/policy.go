@@ -48,7 +48,7 @@ func (d *desk) policyPage(c echo.Context) error {
 	}
 	groups := p.Groups()
 	for _, g := range slices.Sorted(maps.Keys(groups)) {
-		page.Groups = append(page.Groups, views.PolicyGroup{Name: g, Members: strings.Join(groups[g], ", ")})
+		page.Groups = append(page.Groups, views.PolicyGroup{Name: g, Members: groups[g]})
 	}
 	return response.Page(c, http.StatusOK, views.PolicyView(page))
 }
