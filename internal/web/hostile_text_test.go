@@ -384,3 +384,55 @@ func TestHostileTextFork(t *testing.T) {
 		t.Errorf("refused forks changed the database: %s → %s", fp, got)
 	}
 }
+
+// TestHostileTextDeskForms: the desk's other forms that post without
+// htmx — sign-in, add a user, a user's contact, create a token, change
+// one's password, add a webhook — with U+0000 or invalid UTF-8 come back
+// as their own page (400) with the message naming the field and the text
+// typed kept where the form keeps it; a path parameter with such text is
+// 400 naming it. Nothing changes. Before, each was an error page.
+func TestHostileTextDeskForms(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withRunner())
+	e.user("bob", auth.RoleApprover)
+	e.session(defaultUser) // ann, the admin who posts
+	fp := e.deskFingerprint(t)
+	count := func(table string) int { return e.count(t, table) }
+	users, tokens, hooks := count("users"), count("api_tokens"), count("webhook_endpoints")
+	for _, c := range []struct {
+		name, path string
+		form       url.Values
+		page, msg  string
+		kept       string
+	}{
+		{"add user", "/admin/users", url.Values{"username": {"dora\x00"}, "role": {"approver"}, "password": {"dora-password-1"},
+			"email": {"dora@example.com"}}, `action="/admin/users"`, "username contains a NUL character", `value="dora` + "\uFFFD" + `"`},
+		{"user contact", "/admin/users/bob", url.Values{"op": {"contact"}, "email": {"bob@example.com\xff"}},
+			`action="/admin/users"`, "email is not valid UTF-8", ""},
+		{"create token", "/admin/tokens", url.Values{"name": {"ci\x00bot"}, "role": {"operator"}},
+			`action="/admin/tokens"`, "name contains a NUL character", ""},
+		{"change password", "/account/password", url.Values{"current": {password("ann")}, "password": {"new\x00password-1"},
+			"repeat": {"new\x00password-1"}}, `id="password-form"`, "password contains a NUL character", ""},
+		{"add webhook", "/admin/webhooks", url.Values{"url": {"https://hooks.example.com/\xff"}, "events": {"interrupt.raised"}},
+			`action="/admin/webhooks"`, "url is not valid UTF-8", `value="https://hooks.example.com/` + "\uFFFD" + `"`},
+		{"path parameter", "/admin/users/bo%00b", url.Values{"op": {"contact"}, "email": {"bob@example.com"}}, "", "name contains a NUL", ""},
+	} {
+		status, _, body := e.postForm(t, c.path, c.form, false, "")
+		if status != http.StatusBadRequest || !strings.Contains(body, c.page) || !strings.Contains(body, c.msg) ||
+			!strings.Contains(body, c.kept) {
+			t.Errorf("%s: %d, want its form again (400) saying %q and keeping %q\n%.1500s", c.name, status, c.msg, c.kept, body)
+		}
+	}
+	// Sign-in, as a browser without a session posts it.
+	br := newBrowser(t)
+	_, _, page := br.do(http.MethodGet, e.base+"/login", nil)
+	status, _, body := br.do(http.MethodPost, e.base+"/login", url.Values{"username": {"ann\x00"}, "password": {password("ann")},
+		"_csrf": {between(page, `name="_csrf" value="`, `"`)}, "next": {"/"}})
+	if status != http.StatusBadRequest || !strings.Contains(body, `action="/login"`) || !strings.Contains(body, "username contains a NUL") ||
+		!strings.Contains(body, `value="ann`+"\uFFFD"+`"`) || br.hasSession(e.base) {
+		t.Errorf("sign-in: %d, want the sign-in form again (400) naming username\n%.1500s", status, body)
+	}
+	if got := e.deskFingerprint(t); got != fp || count("users") != users || count("api_tokens") != tokens || count("webhook_endpoints") != hooks {
+		t.Errorf("refused forms changed the database")
+	}
+}

@@ -81,12 +81,12 @@ func onAPI(mw echo.MiddlewareFunc) echo.MiddlewareFunc {
 }
 
 // checkQuery refuses an API request whose query string has text
-// PostgreSQL cannot store (request.CheckQuery: 400 naming the parameter),
+// PostgreSQL cannot store (request.CheckURL: 400 naming the parameter),
 // after authentication and before any handler reads a filter. The desk
 // checks its own (an HTML page), /langgraph its own ({"detail"}).
 func checkQuery(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if err := request.CheckQuery(c); err != nil {
+		if err := request.CheckURL(c); err != nil {
 			return err
 		}
 		return next(c)

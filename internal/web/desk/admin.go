@@ -18,6 +18,7 @@ import (
 
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/pgtext"
 	"github.com/gatehousehq/gatehouse/internal/web/request"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/views"
@@ -84,9 +85,15 @@ func (d *desk) writeUsers(c echo.Context, status int, page views.UsersPage) erro
 func (d *desk) addUserForm(c echo.Context) error {
 	ctx := c.Request().Context()
 	name, roleRaw, kindsRaw, email := c.FormValue("username"), c.FormValue("role"), c.FormValue("kinds"), c.FormValue("email")
+	status := http.StatusUnprocessableEntity
 	refuse := func(msg string) error {
-		return d.writeUsers(c, http.StatusUnprocessableEntity, views.UsersPage{Error: msg, NewName: name, NewRole: roleRaw,
+		return d.writeUsers(c, status, views.UsersPage{Error: msg, NewName: name, NewRole: roleRaw,
 			NewKinds: kindsRaw, NewEmail: email})
+	}
+	if msg := unstorable(c); msg != "" {
+		status = http.StatusBadRequest
+		name, roleRaw, kindsRaw, email = pgtext.Shown(name), pgtext.Shown(roleRaw), pgtext.Shown(kindsRaw), pgtext.Shown(email)
+		return refuse(msg)
 	}
 	role, err := auth.ParseRole(roleRaw)
 	if err != nil {
@@ -116,6 +123,9 @@ func (d *desk) userForm(c echo.Context) error {
 	me := request.Principal(c)
 	var done string
 	var err error
+	if msg := unstorable(c); msg != "" {
+		return d.writeUsers(c, http.StatusBadRequest, views.UsersPage{Error: msg})
+	}
 	switch op := c.FormValue("op"); op {
 	case "role":
 		role, rerr := auth.ParseRole(c.FormValue("role"))
@@ -213,6 +223,9 @@ func (d *desk) writeTokens(c echo.Context, status int, page views.TokensPage) er
 // creates nothing and shows it no more). Names of active tokens are
 // unique: two "ci-bot" tokens could not be told apart when revoking one.
 func (d *desk) createTokenForm(c echo.Context) error {
+	if msg := unstorable(c); msg != "" {
+		return d.writeTokens(c, http.StatusBadRequest, views.TokensPage{Error: msg})
+	}
 	role, err := auth.ParseRole(c.FormValue("role"))
 	if err != nil {
 		return d.writeTokens(c, http.StatusUnprocessableEntity, views.TokensPage{Error: response.Sentence(err.Error())})

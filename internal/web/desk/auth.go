@@ -17,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/pgtext"
 	"github.com/gatehousehq/gatehouse/internal/web/request"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/views"
@@ -53,7 +54,7 @@ func (d *desk) route(method, path string, role auth.Role, h echo.HandlerFunc, pa
 		// pageErrors.
 		next := h
 		h = func(c echo.Context) error {
-			if err := request.CheckQuery(c); err != nil {
+			if err := request.CheckURL(c); err != nil {
 				return err
 			}
 			return next(c)
@@ -66,9 +67,30 @@ func (d *desk) route(method, path string, role auth.Role, h echo.HandlerFunc, pa
 // checks its text itself (pgtext), so that text that
 // cannot be stored comes back as an error beside its field with
 // everything typed kept, rather than as an error page: the new-task and
-// fork forms.
+// fork forms, the sign-in, user, token, password and webhook forms.
 func (d *desk) formRoute(method, path string, role auth.Role, h echo.HandlerFunc) {
-	d.router.Handle(method, path, role, d.sameOrigin(d.errorPages(d.guard(role, h), false)))
+	if role != "" {
+		h = d.guard(role, h)
+	}
+	d.router.Handle(method, path, role, d.sameOrigin(d.errorPages(h, false)))
+}
+
+// unstorable is the message of a posted form whose text cannot be stored
+// (U+0000, invalid UTF-8: pgtext), naming the field; "" when there is
+// none. For the handlers of formRoute, which show their form again with
+// it (and what was typed, through pgtext.Shown).
+func unstorable(c echo.Context) string {
+	if _, err := c.FormParams(); err != nil {
+		return ""
+	}
+	name, problem := pgtext.Values(c.Request().PostForm)
+	switch {
+	case problem == "":
+		return ""
+	case name == "":
+		return "Nothing was changed: the form " + problem + "."
+	}
+	return "Nothing was changed: " + name + " " + problem + "; correct it and send it again."
 }
 
 // guard loads the session and checks it: none (or an ended one) → the
@@ -187,6 +209,10 @@ func (d *desk) login(c echo.Context) error {
 		form.Error = "The sign-in form expired. Try again."
 		return d.writeLogin(c, http.StatusForbidden, form)
 	}
+	if msg := unstorable(c); msg != "" {
+		form.Username, form.Next, form.Error = pgtext.Shown(form.Username), localPath(pgtext.Shown(form.Next)), msg
+		return d.writeLogin(c, http.StatusBadRequest, form)
+	}
 	r := c.Request()
 	l, err := d.s.auth.Login(r.Context(), form.Username, c.FormValue("password"), d.s.clientAddr(r), r.UserAgent())
 	var th *auth.ThrottledError
@@ -239,6 +265,9 @@ func (d *desk) passwordForm(c echo.Context) error {
 	me := request.Principal(c)
 	if me.Kind != auth.KindUser {
 		return d.writeAccount(c, http.StatusUnprocessableEntity, views.AccountPage{Error: "Only a user signed in with a password can change it."})
+	}
+	if msg := unstorable(c); msg != "" {
+		return d.writeAccount(c, http.StatusBadRequest, views.AccountPage{Error: msg})
 	}
 	next := c.FormValue("password")
 	if next != c.FormValue("repeat") {

@@ -41,7 +41,7 @@ func (h *Handler) Register(r Router) {
 	viewer, operator, approver, admin := auth.RoleViewer, auth.RoleOperator, auth.RoleApprover, auth.RoleAdmin
 	r.Handle(get, static.Prefix+"*", "", echo.WrapHandler(d.assets))
 	d.route(get, "/login", "", d.loginPage, true)
-	d.route(post, "/login", "", d.login, true)
+	d.formRoute(post, "/login", "", d.login)
 	d.route(post, "/logout", viewer, d.logout, true)
 	if s.sso != nil {
 		d.route(post, sso.StartPath, "", d.ssoStart, true)
@@ -63,16 +63,16 @@ func (h *Handler) Register(r Router) {
 	d.route(get, "/live/inbox", viewer, d.inboxLive, false)
 	d.route(get, "/live/session", viewer, d.sessionCheck, false)
 	d.route(get, "/account", viewer, d.accountPage, true)
-	d.route(post, "/account/password", viewer, d.passwordForm, true)
+	d.formRoute(post, "/account/password", viewer, d.passwordForm)
 	d.route(get, "/analytics", viewer, d.analyticsPage, true)
 	d.route(get, "/analytics/tasks", viewer, d.analyticsTasks, true)
 	d.route(get, "/audit", admin, d.auditPage, true)
 	d.route(get, "/admin/users", admin, d.usersPage, true)
 	d.route(get, "/admin/policy", admin, d.policyPage, true)
-	d.route(post, "/admin/users", admin, d.addUserForm, true)
-	d.route(post, "/admin/users/:name", admin, d.userForm, true)
+	d.formRoute(post, "/admin/users", admin, d.addUserForm)
+	d.formRoute(post, "/admin/users/:name", admin, d.userForm)
 	d.route(get, "/admin/tokens", admin, d.tokensPage, true)
-	d.route(post, "/admin/tokens", admin, d.createTokenForm, true)
+	d.formRoute(post, "/admin/tokens", admin, d.createTokenForm)
 	d.route(post, "/admin/tokens/:id/revoke", admin, d.revokeTokenForm, true)
 	d.registerWebhooks()
 }
@@ -108,7 +108,7 @@ func (d *desk) pageErrors(h echo.HandlerFunc) echo.HandlerFunc { return d.errorP
 // to the handler (formRoute).
 func (d *desk) errorPages(h echo.HandlerFunc, checkForm bool) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if err := request.CheckQuery(c); err != nil {
+		if err := request.CheckURL(c); err != nil {
 			return d.errorPage(c, err)
 		}
 		if checkForm {

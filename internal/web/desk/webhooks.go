@@ -15,6 +15,7 @@ import (
 
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/notify"
+	"github.com/gatehousehq/gatehouse/internal/pgtext"
 	"github.com/gatehousehq/gatehouse/internal/web/request"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
 	"github.com/gatehousehq/gatehouse/views"
@@ -27,7 +28,7 @@ const deliveriesShown = 20
 func (d *desk) registerWebhooks() {
 	admin := auth.RoleAdmin
 	d.route(http.MethodGet, "/admin/webhooks", admin, d.webhooksPage, true)
-	d.route(http.MethodPost, "/admin/webhooks", admin, d.addWebhookForm, true)
+	d.formRoute(http.MethodPost, "/admin/webhooks", admin, d.addWebhookForm)
 	d.route(http.MethodPost, "/admin/webhooks/:id/remove", admin, d.removeWebhookForm, true)
 	d.route(http.MethodPost, "/admin/webhooks/deliveries/:id/redeliver", admin, d.redeliverForm, true)
 }
@@ -80,6 +81,10 @@ func (d *desk) addWebhookForm(c echo.Context) error {
 	raw, evRaw := strings.TrimSpace(c.FormValue("url")), c.FormValue("events")
 	refuse := func(msg string) error {
 		return d.writeWebhooks(c, http.StatusBadRequest, views.WebhooksPage{Error: msg, NewURL: raw, NewEvents: evRaw})
+	}
+	if msg := unstorable(c); msg != "" {
+		raw, evRaw = pgtext.Shown(raw), pgtext.Shown(evRaw)
+		return refuse(msg)
 	}
 	var events []string
 	for _, e := range strings.Split(evRaw, ",") {

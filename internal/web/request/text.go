@@ -15,8 +15,8 @@ import (
 // PostgreSQL stores no U+0000 and no invalid UTF-8 in text or jsonb: such
 // input is refused at the door, 400 naming the field, before anything is
 // changed (LESSONS: "found with hostile text"). DecodeJSON checks every
-// JSON body; CheckForm every form a page posts; CheckQuery every query
-// string. The check itself is pgtext's, which the channels outside
+// JSON body; CheckForm every form a page posts; CheckURL every query
+// string and path parameter. The check itself is pgtext's, which the channels outside
 // internal/web (LangGraph, MCP) use too.
 
 // TextError is the 400 of a field whose text cannot be stored.
@@ -66,11 +66,20 @@ func CheckValues(values url.Values) error {
 	return nil
 }
 
-// CheckQuery refuses a request whose query string has a parameter (name
-// or value) that cannot be stored or compared — %00, %FF — 400 naming the
-// parameter, before a handler reads it: a filter or a search term with
-// such text would otherwise reach PostgreSQL and come back as a 500.
-func CheckQuery(c echo.Context) error {
+// CheckURL refuses a request whose query string has a parameter (name or
+// value) or whose route has a path parameter that cannot be stored or
+// compared — %00, %FF — 400 naming the parameter, before a handler reads
+// it: a filter or a search term with such text would otherwise reach
+// PostgreSQL and come back as a 500. (Before routing there are no path
+// parameters yet: the query alone is checked.)
+func CheckURL(c echo.Context) error {
+	for i, name := range c.ParamNames() {
+		if i < len(c.ParamValues()) {
+			if problem := pgtext.Problem(c.ParamValues()[i]); problem != "" {
+				return response.BadRequest(name, "%s %s", name, problem)
+			}
+		}
+	}
 	name, problem := pgtext.Values(c.QueryParams())
 	switch {
 	case problem == "":
