@@ -104,3 +104,38 @@ func TestHostileTextForkAndLinkBrowser(t *testing.T) {
 		t.Errorf("refused forms changed the database: %s → %s", fp, got)
 	}
 }
+
+// TestHostileTextUsersFormBrowser: in Chromium, the Users page's form to
+// add a user with a NUL pasted into the name comes back with the message
+// at the top, the name (U+FFFD where the NUL was), role and email kept,
+// and no user made.
+func TestHostileTextUsersFormBrowser(t *testing.T) {
+	t.Parallel()
+	env := setup(t, withRunner())
+	b := env.openTab(t, "admin")
+	users := env.count(t, "users")
+	b.do(chromedp.Navigate(env.base + "/admin/users"))
+	b.waitJS(`document.querySelector("#new-name")`, 10*time.Second)
+	eval[bool](b, `(document.querySelector("#new-name").value = "dora\u0000", true)`)
+	b.do(chromedp.SetValue(chromedp.CSS(`#new-email`), "dora@example.com"),
+		chromedp.SetValue(chromedp.CSS(`#new-password`), "dora-password-1"),
+		chromedp.SetValue(chromedp.CSS(`#new-role`), "approver"))
+	b.click(`form[action="/admin/users"] button[type=submit]`)
+	b.waitJS(`document.querySelector("#admin-error")`, 10*time.Second)
+	if got := b.text("#admin-error"); !strings.Contains(got, "username contains a NUL character") {
+		t.Errorf("the message: %q", got)
+	}
+	for expr, want := range map[string]string{
+		`document.querySelector("#new-name").value`:  "dora\uFFFD",
+		`document.querySelector("#new-email").value`: "dora@example.com",
+		`document.querySelector("#new-role").value`:  "approver",
+	} {
+		if got := eval[string](b, expr); got != want {
+			t.Errorf("%s = %q, want %q", expr, got, want)
+		}
+	}
+	if n := env.count(t, "users"); n != users {
+		t.Errorf("%d users made by a refused form", n-users)
+	}
+	b.screenshot("users-refused")
+}
