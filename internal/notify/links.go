@@ -32,7 +32,8 @@ func KindLabel(kind string) string {
 	case "":
 		return "Decision"
 	}
-	return strings.ToUpper(kind[:1]) + kind[1:]
+	// A kind is ^[a-z][a-z0-9_]{0,39}$: "deploy_check" reads "Deploy check".
+	return strings.ToUpper(kind[:1]) + strings.ReplaceAll(kind[1:], "_", " ")
 }
 
 // Summary bounds: a message shows the start of the artifact.
