@@ -23,7 +23,7 @@ import (
 	"strings"
 )
 
-//go:embed app.css app.js favicon.svg vendor/*.js
+//go:embed app.css app.js jsoncheck.js favicon.svg vendor/*.js
 var files embed.FS
 
 // Prefix is where the files are served.

@@ -610,6 +610,9 @@ type ThreadMessage struct {
 	From string // the asking node, or the person who answered
 	Mine bool   // a person's answer (shown on the right)
 	Text string
+	// HTML, when set, is Text as sanitised HTML (an approval request's
+	// description, Markdown), shown instead of Text.
+	HTML SafeHTML
 	At   time.Time
 }
 

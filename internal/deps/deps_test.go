@@ -51,7 +51,8 @@ func short(path string) string {
 // on one another nor on internal/web (the server mounts them); the
 // request, response and socket kernels below them on none of them;
 // runner, timekeeper, notify and metrics not on postgres (they declare the
-// Store they need); graph, the public engine, on nothing of the module but
+// Store they need); requests not on postgres, live, the runner, nor the
+// channels that serve it (internal/web and its rooms, mcp); graph, the public engine, on nothing of the module but
 // its small helpers; pgtext on nothing of the module.
 func TestImportDirections(t *testing.T) {
 	all := deps(t)
@@ -65,6 +66,8 @@ func TestImportDirections(t *testing.T) {
 		{"internal/timekeeper", []string{"internal/postgres"}},
 		{"internal/notify", []string{"internal/postgres"}},
 		{"internal/metrics", []string{"internal/postgres"}},
+		{"internal/requests", []string{"internal/postgres", "internal/live", "internal/runner", "internal/web",
+			"internal/web/api", "internal/web/desk", "internal/mcp"}},
 	}
 	for _, h := range handlers {
 		banned := []string{"internal/web"}

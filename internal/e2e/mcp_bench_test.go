@@ -33,16 +33,8 @@ func (s *stack) mcpSession(b *testing.B) *sdk.ClientSession {
 	return cs
 }
 
-// mcpRequest is the part of a Request the benchmarks read.
-type mcpRequest struct {
-	ID          string `json:"id"`
-	Status      string `json:"status"`
-	TaskID      string `json:"task_id"`
-	InterruptID string `json:"interrupt_id"`
-}
-
-func mcpCall(cs *sdk.ClientSession, name string, args map[string]any) (mcpRequest, error) {
-	var r mcpRequest
+func mcpCall(cs *sdk.ClientSession, name string, args map[string]any) (apiRequest, error) {
+	var r apiRequest
 	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
 		return r, err
@@ -115,30 +107,10 @@ func BenchmarkMCPWaitReturn(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		type result struct {
-			r   mcpRequest
-			err error
-			at  time.Time
-		}
-		done := make(chan result, 1)
-		go func() {
-			got, err := mcpCall(cs, "get_request", map[string]any{"id": r.ID, "wait_seconds": 30})
-			done <- result{got, err, time.Now()}
-		}()
-		time.Sleep(30 * time.Millisecond) // the call is waiting
-		b.StartTimer()
-		t0 := time.Now()
-		code, err := s.post("/api/v1/tasks/"+r.TaskID+"/decisions", map[string]string{"interrupt_id": r.InterruptID, "action": "approve"})
-		if err != nil || code != http.StatusAccepted {
-			b.Fatalf("decision: %d %v", code, err)
-		}
-		decided := time.Now()
-		res := <-done
-		if res.err != nil || res.r.Status != "approved" {
-			b.Fatalf("the waiting call: %+v %v", res.r, res.err)
-		}
-		lat = append(lat, max(0, res.at.Sub(decided)))
-		fromPost = append(fromPost, res.at.Sub(t0))
+		d, p := s.decideWhileWaiting(b, r, "the waiting call", func() (apiRequest, error) {
+			return mcpCall(cs, "get_request", map[string]any{"id": r.ID, "wait_seconds": 30})
+		})
+		lat, fromPost = append(lat, d), append(fromPost, p)
 	}
 	b.StopTimer()
 	reportQuantiles(b, lat, "")

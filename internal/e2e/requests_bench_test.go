@@ -117,35 +117,49 @@ func BenchmarkRequestWaitReturn(b *testing.B) {
 		if code, err := s.call(benchClient, http.MethodPost, "/api/v1/requests", toolCall(fmt.Sprintf("wait_%d", i)), &r); code != http.StatusCreated {
 			b.Fatalf("create: %d %v", code, err)
 		}
-		type result struct {
-			r   apiRequest
-			err error
-			at  time.Time
-		}
-		done := make(chan result, 1)
-		go func() {
+		d, p := s.decideWhileWaiting(b, r, "the long poll", func() (apiRequest, error) {
 			var got apiRequest
 			_, err := s.call(benchClient, http.MethodGet, "/api/v1/requests/"+r.ID+"?wait=30s", nil, &got)
-			done <- result{got, err, time.Now()}
-		}()
-		time.Sleep(30 * time.Millisecond) // the poll is waiting
-		b.StartTimer()
-		t0 := time.Now()
-		if code, err := s.call(benchClient, http.MethodPost, "/api/v1/tasks/"+r.TaskID+"/decisions",
-			map[string]string{"interrupt_id": r.InterruptID, "action": "approve"}, nil); code != http.StatusAccepted {
-			b.Fatalf("decision: %d %v", code, err)
-		}
-		decided := time.Now()
-		res := <-done
-		if res.err != nil || res.r.Status != "approved" {
-			b.Fatalf("the long poll: %+v %v", res.r, res.err)
-		}
-		lat = append(lat, max(0, res.at.Sub(decided)))
-		fromPost = append(fromPost, res.at.Sub(t0))
+			return got, err
+		})
+		lat, fromPost = append(lat, d), append(fromPost, p)
 	}
 	b.StopTimer()
 	reportQuantiles(b, lat, "")
 	reportQuantiles(b, fromPost, "from_post_")
+}
+
+// decideWhileWaiting measures one wait's return, the timer stopped on
+// entry (and left running): wait (what, e.g. "the long poll") waits in a
+// goroutine on r, pending; 30 ms later, the timer started, a person
+// approves r through the decisions API, and wait must return r approved. fromDecision runs
+// from the decision's 202 to wait's return (0 when wait returned first),
+// fromPost from the decision's POST.
+func (s *stack) decideWhileWaiting(b *testing.B, r apiRequest, what string, wait func() (apiRequest, error)) (fromDecision, fromPost time.Duration) {
+	b.Helper()
+	type result struct {
+		r   apiRequest
+		err error
+		at  time.Time
+	}
+	done := make(chan result, 1)
+	go func() {
+		got, err := wait()
+		done <- result{got, err, time.Now()}
+	}()
+	time.Sleep(30 * time.Millisecond) // wait is waiting
+	b.StartTimer()
+	t0 := time.Now()
+	if code, err := s.call(benchClient, http.MethodPost, "/api/v1/tasks/"+r.TaskID+"/decisions",
+		map[string]string{"interrupt_id": r.InterruptID, "action": "approve"}, nil); code != http.StatusAccepted {
+		b.Fatalf("decision: %d %v", code, err)
+	}
+	decided := time.Now()
+	res := <-done
+	if res.err != nil || res.r.Status != "approved" {
+		b.Fatalf("%s: %+v %v", what, res.r, res.err)
+	}
+	return max(0, res.at.Sub(decided)), res.at.Sub(t0)
 }
 
 // waiters is the number of concurrent long polls of

@@ -103,8 +103,10 @@ func jsonProblem(v []byte, err error) string {
 	}
 	var se *json.SyntaxError
 	if jerr := json.Unmarshal(v, new(any)); errors.As(jerr, &se) {
+		// Offset is past the byte at fault: its line and column are
+		// those of the byte before.
 		line, col := 1, 1
-		for _, b := range v[:min(int(se.Offset), len(v))] {
+		for _, b := range v[:min(max(int(se.Offset)-1, 0), len(v))] {
 			if b == '\n' {
 				line, col = line+1, 1
 			} else {

@@ -32,6 +32,11 @@
 // *auth.ForbiddenError (403); ErrNotFound (404); *AnswerError (=
 // auth.AnswerError: an answer that fails the response_schema, 422 naming
 // the field "value.<property>").
+//
+// It imports graph, auth, notify, jcs and the request workflow only: never
+// postgres (it declares the Store it calls, which postgres implements),
+// live, the runner, nor the channels that serve it (internal/web's rooms,
+// mcp), which import it.
 package requests
 
 import (

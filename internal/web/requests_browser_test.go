@@ -306,11 +306,16 @@ func unexpected(errs []string) []string {
 const hostile = `<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1">`
 
 // TestRequestOnTheDesk (issue 23, item 4): a request in the inbox with its
-// kind and who asked through what; on its task page who asked, the
-// description as sanitised Markdown, the payload as formatted JSON (hostile
-// text in all of them shown as text, never run), and the payload's edit
-// form, which refuses what is not a JSON object (saying where) and stores
-// the edited payload as a JSON object.
+// kind and who asked through what, its description's preview as plain
+// text (no Markdown syntax, no link target, no raw HTML); on its task page
+// who asked, the description as sanitised Markdown, the payload as
+// formatted JSON (hostile text in all of them shown as text, never run),
+// and the payload's edit form, whose JSON the browser checks as it is
+// typed (the parse error and where, beside the field, and no submit while
+// it stands), which the server refuses all the same when the browser's
+// check is bypassed (saying where), and which stores the edited payload as
+// a JSON object. Once answered, the description in the question thread is
+// the same sanitised Markdown.
 func TestRequestOnTheDesk(t *testing.T) {
 	t.Parallel()
 	e := setup(t, withRunner())
@@ -330,6 +335,12 @@ func TestRequestOnTheDesk(t *testing.T) {
 	}
 	if !strings.Contains(b.text(item+` .inbox-title`), hostile) {
 		t.Errorf("inbox: the title is not shown as text: %q", b.text(item+` .inbox-title`))
+	}
+	if got, want := b.text(item+` .question-line`), "Run the shell tool Why: cleanup tmp. docs and site"; got != want {
+		t.Errorf("inbox: the description's preview is %q, want %q", got, want)
+	}
+	if eval[bool](b, `!!window.__pwned`) {
+		t.Fatal("hostile text ran as script in the inbox")
 	}
 	b.screenshot("inbox-1366")
 
@@ -367,30 +378,82 @@ func TestRequestOnTheDesk(t *testing.T) {
 	b.screenshot("request-390")
 	b.do(chromedp.EmulateViewport(1366, 900))
 
-	// The payload's edit form: JSON that is not an object is refused with
-	// where it fails, nothing recorded; an object is stored as one.
+	// The payload's edit form: the browser checks the JSON as it is
+	// typed, says where it fails beside the field, and does not send it.
 	edit := card + ` form.edit`
+	area := edit + ` textarea[name=value]`
+	check := edit + ` [data-json-error-for="edit-value"]`
 	b.click(card + ` details.decide-edit summary`)
-	b.SetValue(edit+` textarea[name=value]`, "{\n  \"tool\": \"shell\",\n  \"args\": }")
-	b.click(edit + ` button[value=edit]`)
-	b.waitJS(`document.querySelector(`+jsq(edit+` .field-error`)+`)`, 20*time.Second)
-	if got := b.text(edit + ` .field-error`); !strings.Contains(got, "line 3") {
-		t.Errorf("edit error %q: want where the JSON fails", got)
+	if !b.Exists(check) || !eval[bool](b, `document.querySelector(`+jsq(check)+`).hidden`) {
+		t.Fatalf("no hidden JSON check beside the edit field: %s", b.text(edit))
 	}
-	if got := eval[string](b, `document.querySelector(`+jsq(edit+` textarea[name=value]`)+`).value`); !strings.Contains(got, `"args": }`) {
+	b.SetValue(area, "{\n  \"tool\": \"shell\",\n  \"args\": }")
+	if got := b.text(check); !strings.Contains(got, "Not JSON at line 3, column 11") || eval[bool](b, `document.querySelector(`+jsq(check)+`).hidden`) {
+		t.Errorf("the browser's JSON check says %q before the submit: want where it fails, shown", got)
+	}
+	if eval[string](b, `document.querySelector(`+jsq(area)+`).getAttribute("aria-invalid")`) != "true" {
+		t.Error("the edit field is not marked invalid")
+	}
+	b.screenshot("edit-json-check-1366")
+	// Not sent, even with the browser's own checks off.
+	eval[bool](b, `(document.querySelector(`+jsq(edit)+`).noValidate = true, true)`)
+	b.click(edit + ` button[value=edit]`)
+	time.Sleep(300 * time.Millisecond)
+	if b.Exists(`#edit-value-error`) || !strings.Contains(b.text(check), "line 3") {
+		t.Errorf("a payload that is not JSON was sent: %s", b.text(edit))
+	}
+	if n, _, _ := e.decisionsOf(t, id); n != 0 {
+		t.Fatalf("a bad edit recorded %d decisions", n)
+	}
+	b.SetValue(area, `["not", "an object"]`)
+	if got := b.text(check); !strings.Contains(got, "not an object") {
+		t.Errorf("the browser's check of an array: %q", got)
+	}
+	b.SetValue(area, `{"tool": "shell"}`)
+	if got := b.text(check); got != "" || !eval[bool](b, `document.querySelector(`+jsq(check)+`).hidden`) {
+		t.Errorf("the browser's check of an object says %q", got)
+	}
+
+	// The server checks all the same: a post that bypasses the browser's
+	// check (as a hand-made one would) is refused with where it fails,
+	// the input kept, nothing recorded.
+	eval[bool](b, `(document.querySelector(`+jsq(area)+`).removeAttribute("data-json"), true)`)
+	b.SetValue(area, "{\n  \"tool\": \"shell\",\n  \"args\": }")
+	b.click(edit + ` button[value=edit]`)
+	b.waitJS(`document.querySelector('#edit-value-error')`, 20*time.Second)
+	if got := b.text(`#edit-value-error`); !strings.Contains(got, "line 3, column 11") {
+		t.Errorf("the server's edit error %q: want where the JSON fails", got)
+	}
+	if got := eval[string](b, `document.querySelector(`+jsq(area)+`).value`); !strings.Contains(got, `"args": }`) {
 		t.Errorf("edit input not kept: %q", got)
 	}
 	if n, _, _ := e.decisionsOf(t, id); n != 0 {
 		t.Fatalf("a bad edit recorded %d decisions", n)
 	}
 	b.screenshot("edit-wrong-1366")
-	b.SetValue(edit+` textarea[name=value]`, `["not", "an object"]`)
-	b.click(edit + ` button[value=edit]`)
-	b.waitJS(`/not an object/.test((document.querySelector(`+jsq(edit+` .field-error`)+`)||{}).textContent||"")`, 20*time.Second)
-	b.SetValue(edit+` textarea[name=value]`, `{"tool": "shell", "args": {"cmd": "ls /tmp", "n": 1}}`)
+	// The page came back with the check on: typing replaces the server's
+	// message with the browser's.
+	b.SetValue(area, `["not", "an object"]`)
+	if b.Exists(`#edit-value-error`) || !strings.Contains(b.text(check), "not an object") {
+		t.Errorf("after the server's answer, the browser's check: %q (server's still shown: %v)", b.text(check), b.Exists(`#edit-value-error`))
+	}
+	b.SetValue(area, `{"tool": "shell", "args": {"cmd": "ls /tmp", "n": 1}}`)
 	b.click(edit + ` button[value=edit]`)
 	b.waitJS(`document.querySelector('#interrupt .outcome[data-action="edit"]')`, 20*time.Second)
 	e.storedIs(t, id, "edit", `{"tool":"shell","args":{"cmd":"ls /tmp","n":1}}`)
+
+	// Answered: the description in the question thread is the open
+	// card's sanitised Markdown.
+	b.Navigate(e.base + "/tasks/" + id)
+	msg := `#interrupt .thread .msg-text.doc-markdown`
+	b.waitJS(`document.querySelector(`+jsq(msg)+`)`, 20*time.Second)
+	if b.text(msg+` h1`) != "Run the shell tool" || b.text(msg+` strong`) != "Why" || b.text(msg+` code`) != "tmp" {
+		t.Errorf("the thread's description is not rendered as Markdown: %s", eval[string](b, `document.querySelector(`+jsq(msg)+`).innerHTML`))
+	}
+	if n := b.Count(msg + ` script, ` + msg + ` img[onerror], ` + msg + ` a[href^="javascript"]`); n != 0 {
+		t.Errorf("thread: %d unsafe elements: %s", n, eval[string](b, `document.querySelector(`+jsq(msg)+`).innerHTML`))
+	}
+	b.screenshot("answered-thread-1366")
 	if eval[bool](b, `!!window.__pwned`) {
 		t.Fatal("hostile text ran as script")
 	}

@@ -344,7 +344,7 @@ func (d *desk) loadInbox(ctx context.Context, q inboxQuery) (views.InboxBody, er
 	for _, e := range entries {
 		it := views.InboxItem{InterruptID: e.ID, TaskID: e.TaskID, TaskTitle: e.Task.Title,
 			Workflow: e.Task.Workflow, Node: e.Node, Kind: e.Kind, Title: e.Payload.Title,
-			Question: graph.Excerpt(e.Payload.Question, 200), Iteration: e.Iteration, Created: e.CreatedAt,
+			Question: response.QuestionLine(e.Task.Workflow, e.Payload.Question, 200, d.render.md), Iteration: e.Iteration, Created: e.CreatedAt,
 			Waiting: waited(now.Sub(e.CreatedAt)), Deadline: e.Deadline, Overdue: e.Overdue,
 			Level: e.EscalationLevel, Holder: e.ClaimedBy, Viewers: viewers[e.TaskID],
 			CreatedBy: e.Task.CreatedBy, Via: strings.ToUpper(e.Task.Via), NotBy: d.notBy(e.Kind, e.Task.CreatedBy), OnTimeout: onTimeout[e.ID]}

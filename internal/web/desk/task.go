@@ -19,6 +19,7 @@ import (
 
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
+	"github.com/gatehousehq/gatehouse/internal/markdown"
 	"github.com/gatehousehq/gatehouse/internal/postgres"
 	"github.com/gatehousehq/gatehouse/internal/web/request"
 	"github.com/gatehousehq/gatehouse/internal/web/response"
@@ -484,7 +485,7 @@ func (d *desk) interruptViewCaps(td *taskData, name string, caps areaCaps, csrf 
 		o := outcomeOf(td, &td.decisions[n-1])
 		v.Outcome = &o
 	}
-	v.Thread = thread(td)
+	v.Thread = thread(td, d.render.md)
 	if td.pending != nil {
 		v.Pending = d.pendingForm(td, td.pending)
 		withCaps(v.Pending, caps)
@@ -567,7 +568,7 @@ func (d *desk) pendingForm(td *taskData, itr *graph.Interrupt) *views.PendingFor
 }
 
 // thread is the questions asked and answered in this task, in order.
-func thread(td *taskData) []views.ThreadMessage {
+func thread(td *taskData, md *markdown.Renderer) []views.ThreadMessage {
 	byItr := map[string]*graph.Decision{}
 	for i := range td.decisions {
 		byItr[td.decisions[i].InterruptID] = &td.decisions[i]
@@ -580,7 +581,8 @@ func thread(td *taskData) []views.ThreadMessage {
 		if itr.Status == graph.InterruptPending {
 			continue // shown with the form
 		}
-		out = append(out, views.ThreadMessage{From: nodeLabelOf(itr.Node), Text: itr.Payload.Question, At: itr.CreatedAt})
+		out = append(out, views.ThreadMessage{From: nodeLabelOf(itr.Node), Text: itr.Payload.Question,
+			HTML: response.QuestionHTML(td.task.Workflow, itr.Payload.Question, md), At: itr.CreatedAt})
 		if dec := byItr[itr.ID]; dec != nil {
 			text := answerOf(td, dec)
 			if text == "" {

@@ -39,15 +39,35 @@ func AskedOf(t *graph.Task, md *markdown.Renderer) (*Asked, error) {
 	if a.Info.AskedBy == "" {
 		a.Info.AskedBy = t.CreatedBy
 	}
-	if strings.TrimSpace(in.Description) != "" {
-		a.Info.Description = views.SafeHTML(md.HTML(in.Description))
-	}
+	a.Info.Description = QuestionHTML(t.Workflow, in.Description, md)
 	f, err := formOf(t.ID, in)
 	if err != nil {
 		return nil, err
 	}
 	a.Form = f
 	return a, nil
+}
+
+// QuestionLine is the one-line preview of a question a task of workflow
+// asked, at most n characters: an approval request's description
+// (Markdown) as plain text, its syntax gone (md.PlainText), any other
+// question as written.
+func QuestionLine(workflow, question string, n int, md *markdown.Renderer) string {
+	if workflow == request.Name {
+		question = md.PlainText(question)
+	}
+	return graph.Excerpt(question, n)
+}
+
+// QuestionHTML is a question a task of workflow asked as the pages show
+// it in full, when it is Markdown: an approval request's description,
+// sanitised HTML (the open card's rendering); "" for any other question,
+// which pages show as text.
+func QuestionHTML(workflow, question string, md *markdown.Renderer) views.SafeHTML {
+	if workflow != request.Name || strings.TrimSpace(question) == "" {
+		return ""
+	}
+	return views.SafeHTML(md.HTML(question))
 }
 
 // FormOf is the typed answer's form of a request's task, its fields in
