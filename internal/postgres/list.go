@@ -116,12 +116,7 @@ func (s *Store) PendingInterrupt(ctx context.Context, taskID string) (*graph.Int
 // has one, by task id (canonical lower-case text), in one query. Malformed
 // ids have none.
 func (s *Store) PendingInterrupts(ctx context.Context, taskIDs ...string) (map[string]graph.Interrupt, error) {
-	ids := make([]uuid.UUID, 0, len(taskIDs))
-	for _, t := range taskIDs {
-		if id, ok := parseID(t); ok {
-			ids = append(ids, id)
-		}
-	}
+	ids := parseIDs(taskIDs)
 	out := make(map[string]graph.Interrupt, len(ids))
 	if len(ids) == 0 {
 		return out, nil

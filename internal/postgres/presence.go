@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/gatehousehq/gatehouse/internal/postgres/dbsqlc"
 )
 
@@ -59,12 +57,7 @@ func (s *Store) Presence(ctx context.Context, taskID string) ([]string, error) {
 
 // PresenceCounts counts the people who have each of the tasks open.
 func (s *Store) PresenceCounts(ctx context.Context, taskIDs []string) (map[string]int, error) {
-	ids := make([]uuid.UUID, 0, len(taskIDs))
-	for _, t := range taskIDs {
-		if id, ok := parseID(t); ok {
-			ids = append(ids, id)
-		}
-	}
+	ids := parseIDs(taskIDs)
 	out := map[string]int{}
 	if len(ids) == 0 {
 		return out, nil

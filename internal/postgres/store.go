@@ -123,6 +123,18 @@ func parseID(id string) (uuid.UUID, bool) {
 	return u, err == nil
 }
 
+// parseIDs parses the ids that are well formed and leaves out the others
+// (a malformed id names nothing, so it matches no row).
+func parseIDs(ids []string) []uuid.UUID {
+	out := make([]uuid.UUID, 0, len(ids))
+	for _, i := range ids {
+		if id, ok := parseID(i); ok {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // Load implements graph.Checkpointer.
 func (s *Store) Load(ctx context.Context, taskID string) (*graph.Snapshot, error) {
 	return s.load(ctx, taskID, false)

@@ -497,12 +497,7 @@ func (s *Store) audiences(ctx context.Context, q *dbsqlc.Queries, evs []timerEve
 // falls due (fail, approve, cancel or none), by interrupt id; an interrupt
 // without a deadline timer (none, or it fired) is missing.
 func (s *Store) DeadlineActions(ctx context.Context, interruptIDs []string) (map[string]string, error) {
-	ids := make([]uuid.UUID, 0, len(interruptIDs))
-	for _, i := range interruptIDs {
-		if id, ok := parseID(i); ok {
-			ids = append(ids, id)
-		}
-	}
+	ids := parseIDs(interruptIDs)
 	out := map[string]string{}
 	if len(ids) == 0 {
 		return out, nil
