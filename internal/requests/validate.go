@@ -13,6 +13,7 @@ import (
 	"github.com/gatehousehq/gatehouse/graph"
 	"github.com/gatehousehq/gatehouse/internal/auth"
 	"github.com/gatehousehq/gatehouse/internal/notify"
+	"github.com/gatehousehq/gatehouse/internal/pgtext"
 	"github.com/gatehousehq/gatehouse/internal/workflows/request"
 )
 
@@ -38,11 +39,10 @@ type normalized struct {
 // text checks a string field: valid UTF-8, no NUL (PostgreSQL stores
 // neither), at most max (runes when runes, else bytes).
 func text(field, s string, maxLen int, runes bool) error {
+	if problem := pgtext.Problem(s); problem != "" {
+		return &FieldError{Field: field, Problem: problem}
+	}
 	switch {
-	case !utf8.ValidString(s):
-		return &FieldError{Field: field, Problem: "is not valid UTF-8"}
-	case strings.ContainsRune(s, 0):
-		return &FieldError{Field: field, Problem: "contains a NUL character"}
 	case runes && utf8.RuneCountInString(s) > maxLen:
 		return &FieldError{Field: field, Problem: fmt.Sprintf("is longer than %d characters", maxLen)}
 	case !runes && len(s) > maxLen:
@@ -64,15 +64,11 @@ func object(field string, raw json.RawMessage, maxLen int) (json.RawMessage, err
 	if raw[0] != '{' || !json.Valid(raw) {
 		return nil, &FieldError{Field: field, Problem: "must be a JSON object"}
 	}
-	if bytes.Contains(raw, []byte(`\u0000`)) {
-		return nil, &FieldError{Field: field, Problem: "contains a NUL character (\\u0000)"}
-	}
-	if !utf8.Valid(raw) {
-		return nil, &FieldError{Field: field, Problem: "is not valid UTF-8"}
-	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, &FieldError{Field: field, Problem: "must be a JSON object"}
+	if at, problem := pgtext.JSON(raw); problem != "" {
+		if at != "" {
+			field += "." + at
+		}
+		return nil, &FieldError{Field: field, Problem: problem}
 	}
 	return raw, nil
 }
